@@ -1,0 +1,5 @@
+import sys
+
+from gamut_hf.cli import main
+
+sys.exit(main())

@@ -1,0 +1,199 @@
+"""The ``gamut`` command line (SPEC section 7).
+
+Every command reads its inputs through :mod:`gamut_hf.files`, so malformed input of any kind
+ends in one line on standard error and exit status 2, never in a traceback. Heavy stacks
+(datasets, huggingface_hub) are imported inside the commands that need them, so
+``gamut validate`` and friends start fast and work with the core install alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from gamut_hf.compiler import CompileParams, compile_rubric
+from gamut_hf.files import InputError, read_json, read_jsonl
+from gamut_hf.rubric import Check, MetaRubric, RubricError, parse_checks, parse_meta_rubric
+from gamut_hf.scorer import ScoreParams, ScoringError, score_question
+
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(click.ClickException):
+    """An input problem already phrased for the user; exits 2 with that one line."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def _print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _fail_lines(lines: list[str]) -> NoReturn:
+    for line in lines:
+        click.echo(line, err=True)
+    raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def compile_options(command: Any) -> Any:
+    """The compile-rule constants as options (defaults from SPEC section 2)."""
+    defaults = CompileParams()
+    for name, field in reversed(list(CompileParams.model_fields.items())):
+        command = click.option(
+            f"--{name.replace('_', '-')}", name, type=click.IntRange(min=field.metadata[0].ge),
+            default=getattr(defaults, name), show_default=True, help=field.description,
+        )(command)
+    return command
+
+
+def _compile_params(options: dict[str, Any]) -> CompileParams:
+    return CompileParams(**{name: options[name] for name in CompileParams.model_fields})
+
+
+def _load_meta_rubric(path: str, *, require_evidence: bool = False) -> MetaRubric:
+    try:
+        return parse_meta_rubric(read_json(path), require_evidence=require_evidence)
+    except RubricError as error:
+        _fail_lines([f"{path}: {problem}" for problem in error.problems])
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="gamut-hf", prog_name="gamut")
+def cli() -> None:
+    """GAMUT: factual completeness of long answers, graded check by check."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--release", is_flag=True, help="Also require evidence on every item, as in a released rubric.")
+def validate(paths: tuple[str, ...], release: bool) -> None:
+    """Check meta-rubric files (JSON; or JSONL of questions with a meta_rubric field).
+
+    Exit 0 when all are valid; otherwise exit 2 with one line per problem naming the
+    file, question id, item id, field and reason.
+    """
+    problems: list[str] = []
+    valid = 0
+    for path in paths:
+        try:
+            documents = _documents(path)
+            for where, data in documents:
+                try:
+                    parse_meta_rubric(data, require_evidence=release)
+                    valid += 1
+                except RubricError as error:
+                    problems.extend(f"{where}: {problem}" for problem in error.problems)
+        except InputError as error:
+            problems.append(str(error))
+    if problems:
+        _fail_lines(problems)
+    click.echo(f"{valid} meta-rubric{'s' if valid != 1 else ''} valid")
+
+
+def _documents(path: str) -> list[tuple[str, Any]]:
+    """The meta-rubrics in a file: one JSON document, or one per line of a JSONL file."""
+    if not path.endswith(".jsonl"):
+        return [(path, read_json(path))]
+    documents = []
+    for number, row in read_jsonl(path):
+        if isinstance(row, dict) and "meta_rubric" in row:
+            row = row["meta_rubric"]
+        documents.append((f"{path}:{number}", row))
+    return documents
+
+
+@cli.command("compile")
+@click.argument("path", metavar="PATH")
+@compile_options
+def compile_command(path: str, **options: Any) -> None:
+    """Compile a meta-rubric file into its binary rubric, printed as a JSON array of checks."""
+    rubric = _load_meta_rubric(path)
+    checks = compile_rubric(rubric, _compile_params(options))
+    _print_json([check.model_dump() for check in checks])
+
+
+def _load_checks(path: str, params: CompileParams) -> list[Check]:
+    data = read_json(path)
+    try:
+        if isinstance(data, list):
+            return parse_checks(data)
+        return compile_rubric(parse_meta_rubric(data), params)
+    except RubricError as error:
+        _fail_lines([f"{path}: {problem}" for problem in error.problems])
+
+
+@cli.command()
+@click.argument("rubric", metavar="RUBRIC")
+@click.argument("verdicts", metavar="VERDICTS")
+@click.option("--partial-credit", type=float, default=0.5, show_default=True, help="lambda")
+@click.option("--contradiction-penalty", type=click.FloatRange(max=0), default=-2.0, show_default=True, help="mu")
+@click.option(
+    "--weights", default="0.6,0.3,0.1", show_default=True, metavar="AC,V,CTX",
+    help="Tier weights for answer_critical, valuable and context.",
+)
+@compile_options
+def score(rubric: str, verdicts: str, partial_credit: float, contradiction_penalty: float,
+          weights: str, **options: Any) -> None:
+    """Score one response: RUBRIC is a meta-rubric file or a JSON array of checks; VERDICTS a
+    JSON object {check_id: verdict}. Prints {"score", "tiers", "counts"}."""
+    checks = _load_checks(rubric, _compile_params(options))
+    given = read_json(verdicts)
+    if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+        raise BadInput(f"{verdicts}: expected a JSON object mapping check ids to verdict strings")
+    try:
+        ac, v, ctx = (float(w) for w in weights.split(","))
+    except ValueError:
+        raise BadInput(f"--weights: expected three numbers like 0.6,0.3,0.1, got {weights!r}") from None
+    params = ScoreParams(
+        partial_credit=partial_credit,
+        contradiction_penalty=contradiction_penalty,
+        tier_weights={"answer_critical": ac, "valuable": v, "context": ctx},
+    )
+    try:
+        result = score_question(checks, given, params)
+    except ScoringError as error:
+        raise BadInput(f"{verdicts}: {error}") from None
+    _print_json({"score": result.score, "tiers": result.tiers, "counts": result.counts.model_dump()})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line and exit 2 on bad input, never a traceback."""
+    try:
+        outcome = cli.main(args=argv, prog_name="gamut", standalone_mode=False)
+        return outcome if isinstance(outcome, int) else 0
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.UsageError as error:
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+        click.echo(f"gamut: {error.format_message()}{hint}", err=True)
+        return EXIT_BAD_INPUT
+    except click.ClickException as error:
+        click.echo(f"gamut: {error.format_message()}", err=True)
+        return error.exit_code
+    except (InputError, RubricError, ScoringError, ValueError) as error:
+        click.echo(f"gamut: {error}".splitlines()[0], err=True)
+        return EXIT_BAD_INPUT
+    except click.Abort:
+        click.echo("gamut: aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("gamut: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        # Downstream closed the pipe (`gamut compile x | head`); that is not an error.
+        sys.stderr.close()
+        return 0
+    except Exception as error:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("GAMUT_DEBUG"):
+            raise
+        click.echo(f"gamut: internal error: {type(error).__name__}: {error} (GAMUT_DEBUG=1 shows the traceback)".splitlines()[0], err=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
