@@ -78,7 +78,7 @@ class _Item(_Strict):
     id: Annotated[str, Field(strict=True, pattern=ITEM_ID_PATTERN)]
     tier: Tier
     label: NonEmptyText
-    evidence: list[Evidence] = []
+    evidence: list[Evidence] = Field(default_factory=list, validate_default=True)
 
     @field_validator("evidence")
     @classmethod
@@ -93,7 +93,7 @@ def _distinct(values: list[str], field: str, minimum: int) -> list[str]:
     for value in values:
         key = " ".join(value.split()).casefold()
         if key in seen:
-            raise _rule(field, "{value!r} appears twice; entries must be distinct", value=value)
+            raise _rule(field, "'{value}' appears twice; entries must be distinct", value=value)
         seen[key] = value
     if len(seen) < minimum:
         raise _rule(field, "needs at least {minimum} distinct entries, got {n}", minimum=minimum, n=len(seen))
@@ -188,7 +188,7 @@ class MetaRubric(_Strict):
         seen: set[str] = set()
         for item in self.items:
             if item.id in seen:
-                raise _rule("id", "duplicate item id {item_id!r}", item_id=item.id)
+                raise _rule("id", "duplicate item id '{item_id}'", item_id=item.id)
             seen.add(item.id)
         return self
 

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+EXAMPLES = ROOT / "gamut_hf" / "examples"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def run_gamut(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600) -> CliResult:
+    """Run the real console entry point in a subprocess, as a user would."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gamut_hf", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+    )
+    return CliResult(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+def gamut():
+    return run_gamut
+
+
+def write_json(path: Path, value) -> Path:
+    path.write_text(json.dumps(value, indent=2), encoding="utf-8")
+    return path

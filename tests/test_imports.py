@@ -1,0 +1,16 @@
+"""The core stays light: importing it pulls in none of the heavy stacks."""
+
+import subprocess
+import sys
+
+CORE = ["gamut_hf", "gamut_hf.rubric", "gamut_hf.compiler", "gamut_hf.scorer", "gamut_hf.files", "gamut_hf.cli"]
+HEAVY = ["datasets", "torch", "gradio", "transformers", "vllm", "pyarrow", "PIL", "huggingface_hub"]
+
+
+def test_core_modules_import_no_heavy_stack():
+    code = (
+        f"import sys; import {', '.join(CORE)}; "
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
