@@ -222,6 +222,19 @@ def push(folder: str, repo_id: str, private: bool, revision: str | None) -> None
     click.echo(f"pushed {folder} to {repo_id}: {url}")
 
 
+@cli.command()
+@click.argument("out", metavar="OUT")
+@click.option("--questions", type=click.IntRange(min=1), default=1813, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def synthetic(out: str, questions: int, seed: int) -> None:
+    """Write a synthetic annotation folder with the paper's rubric statistics (for scale work)."""
+    from gamut_hf.synthetic import SyntheticParams, write_synthetic
+
+    params = SyntheticParams(questions=questions, seed=seed)
+    write_synthetic(out, params)
+    click.echo(f"wrote {out}: {questions} synthetic questions with {params.image_width}x{params.image_height} JPEGs")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line and exit 2 on bad input, never a traceback."""
     try:

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
-EXAMPLES = ROOT / "gamut_hf" / "examples"
+EXAMPLES = ROOT / "gamut_hf" / "examples" / "rubrics"
 
 
 @dataclass
