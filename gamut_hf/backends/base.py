@@ -1,0 +1,129 @@
+"""The one interface every model backend implements: a batch of chat requests in, texts out.
+
+A backend knows nothing about rubrics: the candidate's answers and the judge's verdicts are
+both ``complete`` calls, the judge's with a :class:`Choice` or :class:`JsonSchema` constraint.
+A new backend is one new module with one subclass of :class:`Backend`, named in
+``gamut_hf.backends.BACKENDS``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from PIL import Image
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One conversation turn: a system text, a user text and at most one image (shown first)."""
+
+    user: str
+    system: str | None = None
+    image: Image.Image | None = None
+    max_tokens: int = 1024
+
+    def messages(self, image_part: Any = None) -> list[dict[str, Any]]:
+        """OpenAI-style messages; ``image_part`` is the backend's encoding of the image."""
+        out: list[dict[str, Any]] = []
+        if self.system:
+            out.append({"role": "system", "content": self.system})
+        if self.image is not None and image_part is not None:
+            out.append({"role": "user", "content": [image_part, {"type": "text", "text": self.user}]})
+        else:
+            out.append({"role": "user", "content": self.user})
+        return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The output must be exactly one of these strings."""
+
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JsonSchema:
+    """The output must be a JSON document that follows this schema."""
+
+    schema: dict[str, Any]
+    name: str = "output"
+
+
+Constraint = Choice | JsonSchema | None
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int | None = None  # prompt tokens served from a prefix cache, where the engine says
+    seconds: float = 0.0
+    error: str | None = None  # the request failed for good (after retries); text is then empty
+
+
+@dataclass
+class BackendStats:
+    """Counters a backend accumulates; the pipeline prints them per stage."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    seconds: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def add(self, completions: Sequence[Completion], seconds: float) -> None:
+        self.requests += len(completions)
+        self.prompt_tokens += sum(c.prompt_tokens for c in completions)
+        self.completion_tokens += sum(c.completion_tokens for c in completions)
+        self.cached_tokens += sum(c.cached_tokens or 0 for c in completions)
+        self.seconds += seconds
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens and self.cached_tokens else None
+
+
+class BackendError(RuntimeError):
+    """A backend that cannot start or serve (missing package, model not found, bad options)."""
+
+
+class Backend(ABC):
+    """A model that completes chat requests. Subclasses set ``name`` and implement ``complete``."""
+
+    name: ClassVar[str]
+    supports_images: ClassVar[bool] = True
+    supports_json_schema: ClassVar[bool] = True
+
+    def __init__(self, model: str, **options: Any):
+        self.model = model
+        self.options = options
+        self.stats = BackendStats()
+
+    @abstractmethod
+    def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
+        """Complete every request (greedy), in order; one Completion per request."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that determines this backend's outputs: part of every cache key."""
+        return {"backend": self.name, "model": self.model, **{k: v for k, v in sorted(self.options.items())
+                                                               if k not in self.volatile_options}}
+
+    # Options that change speed or placement but never the output (left out of cache keys).
+    volatile_options: ClassVar[frozenset[str]] = frozenset(
+        {"concurrency", "batch_size", "tensor_parallel_size", "pipeline_parallel_size", "device",
+         "gpu_memory_utilization", "timeout", "max_retries", "api_key_env", "base_url", "base_urls",
+         "enable_prefix_caching", "distributed_executor_backend", "prefix_reuse"})
+
+    def close(self) -> None:
+        """Release the model (memory, processes, connections)."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
