@@ -1,0 +1,214 @@
+"""The run store: every generation and every verdict, in SQLite (WAL) in the run folder.
+
+Each row is keyed by a content hash of what determines it (the model and its parameters,
+the prompt version, the question or check text, the response being judged), so a run
+started again after any interruption redoes only what is missing, a new judge reuses the
+stored generations, and scores can be recomputed from the store alone. Every batch is one
+transaction: a SIGKILL loses at most the batch in flight, never a stored row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STORE_FILE = "store.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS generations (
+    key TEXT PRIMARY KEY,
+    question_id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    model TEXT NOT NULL,
+    response TEXT NOT NULL,
+    error TEXT,
+    prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL,
+    session TEXT NOT NULL, created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    key TEXT PRIMARY KEY,
+    generation_key TEXT NOT NULL,
+    question_id TEXT NOT NULL,
+    check_id TEXT NOT NULL,
+    judge TEXT NOT NULL,
+    verdict TEXT NOT NULL CHECK (verdict IN ('meets', 'partially_meets', 'missing', 'contradicts', 'error')),
+    rationale TEXT,
+    raw TEXT,
+    attempts INTEGER NOT NULL,
+    prompt_tokens INTEGER, completion_tokens INTEGER, cached_tokens INTEGER, seconds REAL,
+    session TEXT NOT NULL, created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS verdicts_by_generation ON verdicts (generation_key);
+CREATE TABLE IF NOT EXISTS run_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+def content_key(**parts: Any) -> str:
+    """A stable hash of everything that determines a stored result."""
+    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredGeneration:
+    key: str
+    question_id: str
+    response: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    key: str
+    generation_key: str
+    question_id: str
+    check_id: str
+    verdict: str
+    rationale: str | None
+    raw: str | None
+    attempts: int
+
+
+class StoreConflict(ValueError):
+    """Two stores disagree about the same key (``gamut merge``)."""
+
+
+class RunStore:
+    def __init__(self, folder: str | Path, *, session: str | None = None):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / STORE_FILE
+        self.session = session or f"{time.time():.6f}"
+        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- run info -------------------------------------------------------------------------
+
+    def set_info(self, **values: Any) -> None:
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT OR REPLACE INTO run_info VALUES (?, ?)",
+                                [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()])
+
+    def info(self) -> dict[str, Any]:
+        return {name: json.loads(value) for name, value in self.db.execute("SELECT name, value FROM run_info")}
+
+    # -- generations ----------------------------------------------------------------------
+
+    def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
+        found: dict[str, StoredGeneration] = {}
+        keys = list(keys)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows = self.db.execute(
+                f"SELECT key, question_id, response, error FROM generations WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk)
+            found.update({row[0]: StoredGeneration(*row) for row in rows})
+        return found
+
+    def add_generations(self, rows: Iterable[dict[str, Any]]) -> None:
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO generations VALUES (:key, :question_id, :variant, :model, :response, :error,"
+                " :prompt_tokens, :completion_tokens, :seconds, :session, :created_at)",
+                [{"session": self.session, "created_at": now, **row} for row in rows])
+
+    # -- verdicts -------------------------------------------------------------------------
+
+    def verdicts(self, keys: Iterable[str]) -> dict[str, StoredVerdict]:
+        found: dict[str, StoredVerdict] = {}
+        keys = list(keys)
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows = self.db.execute(
+                "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts FROM verdicts"
+                f" WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+            found.update({row[0]: StoredVerdict(*row) for row in rows})
+        return found
+
+    def add_verdicts(self, rows: Iterable[dict[str, Any]]) -> None:
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO verdicts VALUES (:key, :generation_key, :question_id, :check_id, :judge,"
+                " :verdict, :rationale, :raw, :attempts, :prompt_tokens, :completion_tokens, :cached_tokens,"
+                " :seconds, :session, :created_at)",
+                [{"session": self.session, "created_at": now, **row} for row in rows])
+
+    def forget_errors(self, keys: Iterable[str]) -> int:
+        """Drop stored judge errors so a rerun retries them (``--retry-errors``)."""
+        keys = list(keys)
+        with self.db:
+            self.db.execute("BEGIN")
+            removed = 0
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                removed += self.db.execute(
+                    f"DELETE FROM verdicts WHERE verdict = 'error' AND key IN ({','.join('?' * len(chunk))})",
+                    chunk).rowcount
+        return removed
+
+    # -- usage and merging ----------------------------------------------------------------
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        out = {}
+        for table in ("generations", "verdicts"):
+            extra = ", SUM(cached_tokens)" if table == "verdicts" else ", 0"
+            calls, prompt, completion, seconds, cached = self.db.execute(
+                f"SELECT COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds){extra} FROM {table}"
+            ).fetchone()
+            out[table] = {"calls": calls, "prompt_tokens": prompt or 0, "completion_tokens": completion or 0,
+                          "seconds": seconds or 0.0, "cached_tokens": cached or 0}
+        return out
+
+    def rows(self, table: str) -> Iterator[dict[str, Any]]:
+        cursor = self.db.execute(f"SELECT * FROM {table}")  # noqa: S608 - table names are ours
+        names = [d[0] for d in cursor.description]
+        for row in cursor:
+            yield dict(zip(names, row))
+
+    def merge_from(self, other: RunStore) -> dict[str, int]:
+        """Copy another store's rows in; the same key with a different result is a conflict."""
+        added = {"generations": 0, "verdicts": 0}
+        compare = {"generations": ("response", "error"), "verdicts": ("verdict", "rationale", "raw")}
+        for table, fields in compare.items():
+            incoming = list(other.rows(table))
+            existing = {r["key"]: r for r in self.rows(table)}
+            fresh = []
+            for row in incoming:
+                mine = existing.get(row["key"])
+                if mine is None:
+                    fresh.append(row)
+                elif any(mine[f] != row[f] for f in fields):
+                    raise StoreConflict(
+                        f"{other.path}: {table} entry {row['key'][:12]} (question {row['question_id']}) differs "
+                        f"from the one already in {self.path}")
+            if fresh:
+                names = list(fresh[0])
+                with self.db:
+                    self.db.execute("BEGIN")
+                    self.db.executemany(
+                        f"INSERT INTO {table} ({','.join(names)}) VALUES ({','.join('?' * len(names))})",
+                        [tuple(r[n] for n in names) for r in fresh])
+            added[table] = len(fresh)
+        return added
