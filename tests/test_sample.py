@@ -56,3 +56,12 @@ def test_sample_file_is_one_object_per_line():
     lines = (SAMPLE_SOURCE / "questions.jsonl").read_text(encoding="utf-8").splitlines()
     ids = [json.loads(line)["id"] for line in lines]
     assert len(ids) == len(set(ids))
+
+
+def test_sample_card_shows_its_statistics(tmp_path, sample):
+    from gamut_hf.build import build_dataset
+    from gamut_hf.stats import RubricRecord, rubric_stats, stats_markdown
+
+    build_dataset(SAMPLE_SOURCE, tmp_path / "built")
+    table = stats_markdown(rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in sample))
+    assert table in (tmp_path / "built" / "README.md").read_text()
