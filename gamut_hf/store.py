@@ -112,16 +112,16 @@ class RunStore:
 
     # -- generations ----------------------------------------------------------------------
 
-    def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
-        found: dict[str, StoredGeneration] = {}
+    def _where_key_in(self, sql: str, keys: Iterable[str]) -> Iterator[tuple]:
+        """Run ``sql ... key IN (...)`` over keys in chunks (SQLite caps bound parameters)."""
         keys = list(keys)
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
-            rows = self.db.execute(
-                f"SELECT key, question_id, response, error FROM generations WHERE key IN ({','.join('?' * len(chunk))})",
-                chunk)
-            found.update({row[0]: StoredGeneration(*row) for row in rows})
-        return found
+            yield from self.db.execute(f"{sql} key IN ({','.join('?' * len(chunk))})", chunk)
+
+    def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
+        rows = self._where_key_in("SELECT key, question_id, response, error FROM generations WHERE", keys)
+        return {row[0]: StoredGeneration(*row) for row in rows}
 
     def add_generations(self, rows: Iterable[dict[str, Any]]) -> None:
         now = time.time()
@@ -135,15 +135,10 @@ class RunStore:
     # -- verdicts -------------------------------------------------------------------------
 
     def verdicts(self, keys: Iterable[str]) -> dict[str, StoredVerdict]:
-        found: dict[str, StoredVerdict] = {}
-        keys = list(keys)
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            rows = self.db.execute(
-                "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts FROM verdicts"
-                f" WHERE key IN ({','.join('?' * len(chunk))})", chunk)
-            found.update({row[0]: StoredVerdict(*row) for row in rows})
-        return found
+        rows = self._where_key_in(
+            "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts FROM verdicts WHERE",
+            keys)
+        return {row[0]: StoredVerdict(*row) for row in rows}
 
     def add_verdicts(self, rows: Iterable[dict[str, Any]]) -> None:
         now = time.time()
@@ -157,16 +152,11 @@ class RunStore:
 
     def forget_errors(self, keys: Iterable[str]) -> int:
         """Drop stored judge errors so a rerun retries them (``--retry-errors``)."""
-        keys = list(keys)
+        errors = [row[0] for row in self._where_key_in("SELECT key FROM verdicts WHERE verdict = 'error' AND", keys)]
         with self.db:
             self.db.execute("BEGIN")
-            removed = 0
-            for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                removed += self.db.execute(
-                    f"DELETE FROM verdicts WHERE verdict = 'error' AND key IN ({','.join('?' * len(chunk))})",
-                    chunk).rowcount
-        return removed
+            self.db.executemany("DELETE FROM verdicts WHERE key = ?", [(k,) for k in errors])
+        return len(errors)
 
     # -- usage and merging ----------------------------------------------------------------
 

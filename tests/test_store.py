@@ -52,3 +52,10 @@ def test_merge_adds_new_rows_and_refuses_conflicts(tmp_path):
         with pytest.raises(StoreConflict, match="differs"):
             a.merge_from(c)
         assert a.verdicts(["v2"])["v2"].verdict == "missing"
+
+
+def test_forget_errors_drops_only_errors(tmp_path):
+    with RunStore(tmp_path) as store:
+        store.add_verdicts([verdict("v1", "error"), verdict("v2", "meets")])
+        assert store.forget_errors(["v1", "v2", "v3"]) == 1
+        assert set(store.verdicts(["v1", "v2"])) == {"v2"}
