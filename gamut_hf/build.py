@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,18 +78,12 @@ def _write_variant(
     shards = _shards(questions, variant)
     written = 0
     for index, shard in enumerate(shards):
-        rows = _rows(shard, variant, compile_params)
-        dataset = Dataset.from_list(list(rows), features=features)
+        rows = [question_row(question, variant, compile_params) for question in shard]
+        dataset = Dataset.from_list(rows, features=features)
         path = folder / variant / f"test-{index:05d}-of-{len(shards):05d}.parquet"
         dataset.to_parquet(path, batch_size=IMAGE_ROW_GROUP if variant == "multimodal" else None)
         written += path.stat().st_size
-        del dataset
     return written
-
-
-def _rows(questions: list[AnnotatedQuestion], variant: Variant, compile_params: CompileParams) -> Iterator[dict]:
-    for question in questions:
-        yield question_row(question, variant, compile_params)
 
 
 def build_dataset(
