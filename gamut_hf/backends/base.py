@@ -24,6 +24,10 @@ class ChatRequest:
     system: str | None = None
     image: Image.Image | None = None
     max_tokens: int = 1024
+    # Requests with the same prefix_key differ only in the end of their user text (a
+    # question's checks). Servers with a prefix cache find that themselves; a backend that
+    # manages its own cache reuses the shared prefix within each run of equal keys.
+    prefix_key: str | None = None
 
     def messages(self, image_part: Any = None) -> list[dict[str, Any]]:
         """OpenAI-style messages; ``image_part`` is the backend's encoding of the image."""
