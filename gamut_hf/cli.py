@@ -16,6 +16,8 @@ from typing import Any, NoReturn
 
 import click
 
+from gamut_hf.backends import BACKENDS
+from gamut_hf.backends.base import BackendError
 from gamut_hf.compiler import CompileParams, compile_rubric
 from gamut_hf.files import InputError, read_json, read_jsonl
 from gamut_hf.rubric import Check, MetaRubric, RubricError, parse_checks, parse_meta_rubric
@@ -128,23 +130,27 @@ def _load_checks(path: str, params: CompileParams) -> list[Check]:
 
 
 @cli.command()
-@click.argument("rubric", metavar="RUBRIC")
-@click.argument("verdicts", metavar="VERDICTS")
+@click.argument("rubric", metavar="RUBRIC|RUN_DIR")
+@click.argument("verdicts", metavar="[VERDICTS]", required=False)
 @click.option("--partial-credit", type=float, default=0.5, show_default=True, help="lambda")
 @click.option("--contradiction-penalty", type=click.FloatRange(max=0), default=-2.0, show_default=True, help="mu")
 @click.option(
     "--weights", default="0.6,0.3,0.1", show_default=True, metavar="AC,V,CTX",
     help="Tier weights for answer_critical, valuable and context.",
 )
+@click.option("--errors-as-missing", is_flag=True,
+              help="Run folder: count judge errors and unjudged checks as missing (their number is shown).")
 @compile_options
-def score(rubric: str, verdicts: str, partial_credit: float, contradiction_penalty: float,
-          weights: str, **options: Any) -> None:
-    """Score one response: RUBRIC is a meta-rubric file or a JSON array of checks; VERDICTS a
-    JSON object {check_id: verdict}. Prints {"score", "tiers", "counts"}."""
-    checks = _load_checks(rubric, _compile_params(options))
-    given = read_json(verdicts)
-    if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
-        raise BadInput(f"{verdicts}: expected a JSON object mapping check ids to verdict strings")
+def score(rubric: str, verdicts: str | None, partial_credit: float, contradiction_penalty: float,
+          weights: str, errors_as_missing: bool, **options: Any) -> None:
+    """Score one response, or a whole run from its store.
+
+    RUBRIC VERDICTS: RUBRIC is a meta-rubric file or a JSON array of checks; VERDICTS a JSON
+    object {check_id: verdict}. Prints {"score", "tiers", "counts"}.
+
+    RUN_DIR: a folder written by `gamut run` (or generate/judge/merge); rewrites its
+    results.json and details.parquet from the store alone.
+    """
     try:
         ac, v, ctx = (float(w) for w in weights.split(","))
     except ValueError:
@@ -154,6 +160,22 @@ def score(rubric: str, verdicts: str, partial_credit: float, contradiction_penal
         contradiction_penalty=contradiction_penalty,
         tier_weights={"answer_critical": ac, "valuable": v, "context": ctx},
     )
+    if verdicts is None:
+        if not Path(rubric).is_dir():
+            raise BadInput(f"{rubric}: expected a run folder, or a RUBRIC and a VERDICTS file")
+        from gamut_hf.pipeline import score as score_store
+        from gamut_hf.store import RunStore, has_store
+
+        if not has_store(rubric):
+            raise BadInput(f"{rubric}: no run store here (store.sqlite)")
+        with RunStore(rubric) as store:
+            results = score_store(store, rubric, errors_as_missing=errors_as_missing, params=params)
+        _print_summary(results, rubric)
+        return
+    checks = _load_checks(rubric, _compile_params(options))
+    given = read_json(verdicts)
+    if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
+        raise BadInput(f"{verdicts}: expected a JSON object mapping check ids to verdict strings")
     try:
         result = score_question(checks, given, params)
     except ScoringError as error:
@@ -235,6 +257,208 @@ def synthetic(out: str, questions: int, seed: int) -> None:
     click.echo(f"wrote {out}: {questions} synthetic questions with {params.image_width}x{params.image_height} JPEGs")
 
 
+# -- the evaluation pipeline ------------------------------------------------------------------
+
+
+def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+    """KEY=VALUE options; a VALUE that parses as JSON (numbers, true, lists) is taken as such."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise BadInput(f"{flag}: expected KEY=VALUE, got {pair!r}")
+        try:
+            out[name.replace("-", "_")] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name.replace("-", "_")] = value
+    return out
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    index, sep, count = value.partition("/")
+    if not (sep and index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise BadInput(f"--shard: expected i/n with 0 <= i < n, got {value!r}")
+    return int(index), int(count)
+
+
+def pipeline_options(command: Any) -> Any:
+    """The options shared by run, generate and judge; what is not given comes from the run in --out."""
+    options = [
+        click.option("--out", required=True, metavar="DIR", help="Run folder: store, results.json, details.parquet."),
+        click.option("--dataset", metavar="SOURCE", help="Sample name, annotation or built folder, or hub id "
+                     "[default: gamut-sample]."),
+        click.option("--revision", help="Hub revision of the dataset."),
+        click.option("--variant", type=click.Choice(["multimodal", "text_only"]),
+                     help="[default: text_only for the embedded default model, else multimodal]"),
+        click.option("--model", metavar="M", help="Candidate model: a packaged name, folder or hub id "
+                     "[default: smollm2-135m]."),
+        click.option("--backend", type=click.Choice(sorted(BACKENDS)), help="Candidate backend [default: transformers]."),
+        click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
+                     help="Candidate backend option (e.g. tensor_parallel_size=2, max_pixels=1003520)."),
+        click.option("--base-url", "base_urls", multiple=True, metavar="URL",
+                     help="Candidate endpoint(s) for the openai backend; repeat for several."),
+        click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m]."),
+        click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers]."),
+        click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option."),
+        click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL",
+                     help="Judge endpoint(s) for the openai backend; repeat for several."),
+        click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
+        click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
+        click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
+        click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
+        click.option("--question-id", "question_ids", multiple=True, metavar="ID", help="Only these questions."),
+        click.option("--shard", metavar="i/n", help="Only questions i, i+n, i+2n, ... (merge shards with `gamut merge`)."),
+        click.option("--max-tokens", type=click.IntRange(min=1), help="Candidate answer length cap [default: 1024]."),
+        click.option("--rationale/--no-rationale", default=None, help="Judge writes a short rationale first."),
+        click.option("--judge-retries", type=click.IntRange(min=0), help="Retries of an unreadable verdict [default: 2]."),
+        click.option("--retry-errors", is_flag=True, default=None, help="Judge again the checks stored as error."),
+        click.option("--errors-as-missing", is_flag=True, default=None,
+                     help="Score judge errors and unjudged checks as missing (their number is shown)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _model_spec(base: Any, name: str | None, backend: str | None, pairs: tuple[str, ...],
+                base_urls: tuple[str, ...], concurrency: int | None, flag: str) -> Any:
+    from gamut_hf.pipeline import ModelSpec
+
+    extra = _key_values(pairs, flag)
+    if base_urls:
+        extra["base_url" if len(base_urls) == 1 else "base_urls"] = base_urls[0] if len(base_urls) == 1 \
+            else list(base_urls)
+    if name is None and backend is None and not extra:
+        spec = base
+    else:
+        spec = ModelSpec(name=name or base.name, backend=backend or base.backend,
+                         options=extra if (name or backend) else {**base.options, **extra})
+    if concurrency is not None and spec.backend == "openai":
+        spec = ModelSpec(name=spec.name, backend=spec.backend, options={**spec.options, "concurrency": concurrency})
+    return spec
+
+
+def _run_config(options: dict[str, Any]) -> Any:
+    from gamut_hf.models import DEFAULT_MODEL
+    from gamut_hf.pipeline import RunConfig
+    from gamut_hf.store import RunStore, has_store
+
+    base = RunConfig()
+    stored_variant = None
+    if has_store(options["out"]):
+        with RunStore(options["out"]) as store:
+            if "config" in store.info():
+                base = RunConfig.model_validate(store.info()["config"])
+                stored_variant = base.variant
+    candidate = _model_spec(base.candidate, options["model"], options["backend"], options["model_options"],
+                            options["base_urls"], options["concurrency"], "--model-option")
+    judge = _model_spec(base.judge, options["judge"], options["judge_backend"], options["judge_options"],
+                        options["judge_base_urls"], options["concurrency"], "--judge-option")
+    variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
+    fields = {name: options[name] for name in ("dataset", "revision", "limit", "max_tokens", "rationale",
+                                                "judge_retries", "batch_size", "judge_batch_size", "retry_errors",
+                                                "errors_as_missing")
+              if options[name] is not None}
+    if options["question_ids"]:
+        fields["question_ids"] = options["question_ids"]
+    if options["shard"] is not None:
+        fields["shard"] = _shard(options["shard"])
+    return base.model_copy(update={"candidate": candidate, "judge": judge, "variant": variant, **fields})
+
+
+def _print_summary(results: Any, out: str) -> None:
+    score = results.score
+    tiers = ", ".join(f"{t} {'-' if v is None else f'{v:.1f}'}" for t, v in score.tiers.items())
+    shares = ", ".join(f"{k} {100 * v:.1f}%" for k, v in score.verdict_shares.items())
+    if score.gamut is not None:
+        click.echo(f"Gamut score {score.gamut:.1f} ({tiers})")
+    else:
+        click.echo(f"no Gamut score: {results.judge_errors} judge errors and {results.unfinished_checks} "
+                   "unjudged checks; rerun to finish, or --errors-as-missing to count them as missing")
+    if score.errors_counted_as_missing:
+        click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
+    click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
+    click.echo(f"  wrote {Path(out) / 'results.json'} and {Path(out) / 'details.parquet'}")
+
+
+def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
+    from gamut_hf.pipeline import run as run_pipeline
+
+    config = _run_config(options)
+    click.echo(f"{' + '.join(stages)}: {config.candidate.name} ({config.candidate.backend}) judged by "
+               f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}", err=True)
+    results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
+    if results is not None:
+        _print_summary(results, options["out"])
+
+
+@cli.command("run")
+@pipeline_options
+def run_command(**options: Any) -> None:
+    """Generate, judge and score: DIR receives results.json and details.parquet.
+
+    With no model or judge it runs the embedded default: the sample, text_only, SmolLM2-135M
+    on the CPU as candidate and judge. Stopped at any point (Ctrl-C, a crash, SIGKILL) and
+    started again with the same command, it redoes only unfinished work.
+    """
+    _pipeline(("generate", "judge", "score"), options)
+
+
+@cli.command()
+@pipeline_options
+def generate(**options: Any) -> None:
+    """Only the candidate's answers, into the run store in DIR."""
+    _pipeline(("generate",), options)
+
+
+@cli.command()
+@pipeline_options
+def judge(**options: Any) -> None:
+    """Judge the stored answers (a new --judge reuses them), then score."""
+    _pipeline(("judge", "score"), options)
+
+
+@cli.command()
+@click.argument("out", metavar="OUT")
+@click.argument("sources", nargs=-1, required=True, metavar="RUN_DIR...")
+@click.option("--errors-as-missing", is_flag=True, help="Score errors and unjudged checks as missing.")
+def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
+    """Join the stores of shard runs (`--shard i/n`) into OUT and score the whole run.
+
+    All or nothing per source: an entry that two stores hold with different results is an
+    error, never a silent overwrite.
+    """
+    from gamut_hf.pipeline import RunConfig, score as score_store
+    from gamut_hf.store import RunStore, StoreConflict, has_store
+
+    configs = []
+    with RunStore(out) as target:
+        for source in sources:
+            if not has_store(source):
+                raise BadInput(f"{source}: no run store here (store.sqlite)")
+            with RunStore(source) as other:
+                info = other.info()
+                if "config" not in info:
+                    raise BadInput(f"{source}: the store records no run")
+                try:
+                    added = target.merge_from(other)
+                except StoreConflict as error:
+                    raise BadInput(str(error)) from None
+                configs.append(RunConfig.model_validate(info["config"]))
+            click.echo(f"merged {source}: " + ", ".join(f"{n} {t}" for t, n in added.items()), err=True)
+        same = {c.model_dump_json(include=RunConfig.IDENTITY) for c in configs}
+        if len(same) > 1:
+            raise BadInput("the runs differ in more than their shard (model, judge, dataset or settings); "
+                           "merged rows are kept, but they do not make one run")
+        config = configs[0].model_copy(update={"shard": None, "errors_as_missing": errors_as_missing})
+        ids = [q.question_id for q in target.questions(config.variant)]
+        target.set_info(config=config.model_dump(mode="json"), question_ids=ids)
+        results = score_store(target, out, errors_as_missing=errors_as_missing)
+    _print_summary(results, out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line and exit 2 on bad input, never a traceback."""
     try:
@@ -249,14 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as error:
         click.echo(f"gamut: {error.format_message()}", err=True)
         return error.exit_code
-    except (InputError, RubricError, ScoringError, ValueError) as error:
+    except (InputError, RubricError, ScoringError, BackendError, LookupError, ValueError) as error:
         click.echo(f"gamut: {error}".splitlines()[0], err=True)
         return EXIT_BAD_INPUT
     except click.Abort:
         click.echo("gamut: aborted", err=True)
         return 130
     except KeyboardInterrupt:
-        click.echo("gamut: interrupted", err=True)
+        click.echo("gamut: interrupted; finished work is stored, the same command resumes", err=True)
         return 130
     except BrokenPipeError:
         # Downstream closed the pipe (`gamut compile x | head`); that is not an error.

@@ -96,3 +96,19 @@ def meta_rubric_from_rows(question_id: str, rows: list[dict[str, Any]]) -> MetaR
 
 def checks_from_rows(question_id: str, rows: list[dict[str, Any]]) -> list[Check]:
     return parse_checks(list(rows), question_id=question_id)
+
+
+# details.parquet of a run: one row per check. verdict is one of the four, "error" (the
+# judge's answer was unreadable; raw keeps it) or null (not judged yet).
+DETAILS_FEATURES = Features({
+    "question_id": Value("string"),
+    "domain": Value("string"),
+    "check_id": Value("string"),
+    "tier": Value("string"),
+    "kind": Value("string"),
+    "item_id": Value("string"),
+    "check_text": Value("string"),
+    "verdict": Value("string"),
+    "rationale": Value("string"),
+    "raw": Value("string"),
+})

@@ -14,7 +14,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,21 @@ CREATE TABLE IF NOT EXISTS verdicts (
     session TEXT NOT NULL, created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS verdicts_by_generation ON verdicts (generation_key);
+CREATE TABLE IF NOT EXISTS questions (
+    question_id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    domain TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    image_sha TEXT,
+    checks TEXT NOT NULL,
+    PRIMARY KEY (question_id, variant)
+);
 CREATE TABLE IF NOT EXISTS run_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+def has_store(folder: str | Path) -> bool:
+    return (Path(folder) / STORE_FILE).is_file()
 
 
 def content_key(**parts: Any) -> str:
@@ -61,6 +74,9 @@ class StoredGeneration:
     question_id: str
     response: str
     error: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,22 @@ class StoredVerdict:
     rationale: str | None
     raw: str | None
     attempts: int
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredQuestion:
+    """What the store keeps of a question: enough to recompute every key and score alone."""
+
+    question_id: str
+    variant: str
+    domain: str
+    prompt: str
+    image_sha: str | None
+    checks: str  # the binary rubric as a JSON array
 
 
 class StoreConflict(ValueError):
@@ -110,6 +142,19 @@ class RunStore:
     def info(self) -> dict[str, Any]:
         return {name: json.loads(value) for name, value in self.db.execute("SELECT name, value FROM run_info")}
 
+    # -- questions ------------------------------------------------------------------------
+
+    def put_questions(self, questions: Iterable[StoredQuestion]) -> None:
+        """Record the questions of a run (a question whose rubric was re-released is replaced)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT OR REPLACE INTO questions VALUES (?, ?, ?, ?, ?, ?)",
+                                [astuple(q) for q in questions])
+
+    def questions(self, variant: str) -> list[StoredQuestion]:
+        rows = self.db.execute("SELECT * FROM questions WHERE variant = ? ORDER BY rowid", (variant,))
+        return [StoredQuestion(*row) for row in rows]
+
     # -- generations ----------------------------------------------------------------------
 
     def _where_key_in(self, sql: str, keys: Iterable[str]) -> Iterator[tuple]:
@@ -120,7 +165,9 @@ class RunStore:
             yield from self.db.execute(f"{sql} key IN ({','.join('?' * len(chunk))})", chunk)
 
     def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
-        rows = self._where_key_in("SELECT key, question_id, response, error FROM generations WHERE", keys)
+        rows = self._where_key_in(
+            "SELECT key, question_id, response, error, prompt_tokens, completion_tokens, seconds FROM generations WHERE",
+            keys)
         return {row[0]: StoredGeneration(*row) for row in rows}
 
     def add_generations(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -136,7 +183,8 @@ class RunStore:
 
     def verdicts(self, keys: Iterable[str]) -> dict[str, StoredVerdict]:
         rows = self._where_key_in(
-            "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts FROM verdicts WHERE",
+            "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts, prompt_tokens,"
+            " completion_tokens, cached_tokens, seconds FROM verdicts WHERE",
             keys)
         return {row[0]: StoredVerdict(*row) for row in rows}
 
@@ -178,27 +226,31 @@ class RunStore:
             yield dict(zip(names, row))
 
     def merge_from(self, other: RunStore) -> dict[str, int]:
-        """Copy another store's rows in; the same key with a different result is a conflict."""
-        added = {"generations": 0, "verdicts": 0}
-        compare = {"generations": ("response", "error"), "verdicts": ("verdict", "rationale", "raw")}
+        """Copy another store's rows in, all or nothing; the same key with a different result
+        is a conflict. A failed generation gives way to a successful one of the same key."""
+        identity = {"questions": ("question_id", "variant"), "generations": ("key",), "verdicts": ("key",)}
+        compare = {"questions": ("domain", "prompt", "image_sha", "checks"), "generations": ("response", "error"),
+                   "verdicts": ("verdict", "rationale", "raw")}
+        plan: dict[str, list[dict[str, Any]]] = {}
         for table, fields in compare.items():
-            incoming = list(other.rows(table))
-            existing = {r["key"]: r for r in self.rows(table)}
-            fresh = []
-            for row in incoming:
-                mine = existing.get(row["key"])
-                if mine is None:
-                    fresh.append(row)
+            existing = {tuple(r[k] for k in identity[table]): r for r in self.rows(table)}
+            plan[table] = []
+            for row in other.rows(table):
+                mine = existing.get(tuple(row[k] for k in identity[table]))
+                if mine is None or (table == "generations" and mine["error"] and not row["error"]):
+                    plan[table].append(row)
+                elif table == "generations" and row["error"] and not mine["error"]:
+                    continue
                 elif any(mine[f] != row[f] for f in fields):
                     raise StoreConflict(
-                        f"{other.path}: {table} entry {row['key'][:12]} (question {row['question_id']}) differs "
-                        f"from the one already in {self.path}")
-            if fresh:
-                names = list(fresh[0])
-                with self.db:
-                    self.db.execute("BEGIN")
+                        f"{other.path}: {table} entry {row.get('key', row['question_id'])[:12]} (question "
+                        f"{row['question_id']}) differs from the one already in {self.path}; nothing merged")
+        with self.db:
+            self.db.execute("BEGIN")
+            for table, rows in plan.items():
+                if rows:
+                    names = list(rows[0])
                     self.db.executemany(
-                        f"INSERT INTO {table} ({','.join(names)}) VALUES ({','.join('?' * len(names))})",
-                        [tuple(r[n] for n in names) for r in fresh])
-            added[table] = len(fresh)
-        return added
+                        f"INSERT OR REPLACE INTO {table} ({','.join(names)}) VALUES ({','.join('?' * len(names))})",
+                        [tuple(r[n] for n in names) for r in rows])
+        return {table: len(rows) for table, rows in plan.items()}

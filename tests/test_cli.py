@@ -24,7 +24,7 @@ def test_help_is_available(gamut, command):
         (["compile", "."], "is a directory"),
         (["compile"], "Missing argument 'PATH'"),
         (["validate"], "Missing argument 'PATH...'"),
-        (["score", "x.json"], "Missing argument 'VERDICTS'"),
+        (["score", "x.json"], "x.json: expected a run folder, or a RUBRIC and a VERDICTS file"),
         (["compile", "x.json", "--small-pool-max", "zero"], "'zero' is not a valid integer"),
         (["frobnicate"], "No such command 'frobnicate'"),
     ],

@@ -47,7 +47,7 @@ def test_merge_adds_new_rows_and_refuses_conflicts(tmp_path):
     with RunStore(tmp_path / "a") as a, RunStore(tmp_path / "b") as b, RunStore(tmp_path / "c") as c:
         a.add_verdicts([verdict("v1")])
         b.add_verdicts([verdict("v1"), verdict("v2", "missing")])
-        assert a.merge_from(b) == {"generations": 0, "verdicts": 1}
+        assert a.merge_from(b) == {"questions": 0, "generations": 0, "verdicts": 1}
         c.add_verdicts([verdict("v2", "contradicts")])
         with pytest.raises(StoreConflict, match="differs"):
             a.merge_from(c)

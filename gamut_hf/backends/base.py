@@ -11,9 +11,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from PIL import Image
+if TYPE_CHECKING:  # the core (the CLI included) must not import PIL
+    from PIL import Image
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,21 @@ class BackendStats:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens and self.cached_tokens else None
 
 
+# Options that change speed or placement but never the output (left out of cache keys).
+VOLATILE_OPTIONS: frozenset[str] = frozenset(
+    {"concurrency", "batch_size", "tensor_parallel_size", "pipeline_parallel_size", "device",
+     "gpu_memory_utilization", "timeout", "max_retries", "api_key_env", "base_url", "base_urls",
+     "enable_prefix_caching", "distributed_executor_backend", "prefix_reuse", "enforce_eager",
+     "max_model_len"})
+
+
+def model_fingerprint(backend: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a model's outputs, computable before loading it (so finished work is
+    recognised without starting an engine)."""
+    kept = {name: value for name, value in sorted(options.items()) if name not in VOLATILE_OPTIONS}
+    return {"backend": backend, "model": model, **kept}
+
+
 class BackendError(RuntimeError):
     """A backend that cannot start or serve (missing package, model not found, bad options)."""
 
@@ -100,6 +116,8 @@ class Backend(ABC):
     """A model that completes chat requests. Subclasses set ``name`` and implement ``complete``."""
 
     name: ClassVar[str]
+    # Requests the pipeline hands over per call (and commits per transaction) by default.
+    default_batch_size: ClassVar[int] = 64
     supports_images: ClassVar[bool] = True
     supports_json_schema: ClassVar[bool] = True
 
@@ -114,14 +132,7 @@ class Backend(ABC):
 
     def fingerprint(self) -> dict[str, Any]:
         """Everything that determines this backend's outputs: part of every cache key."""
-        return {"backend": self.name, "model": self.model, **{k: v for k, v in sorted(self.options.items())
-                                                               if k not in self.volatile_options}}
-
-    # Options that change speed or placement but never the output (left out of cache keys).
-    volatile_options: ClassVar[frozenset[str]] = frozenset(
-        {"concurrency", "batch_size", "tensor_parallel_size", "pipeline_parallel_size", "device",
-         "gpu_memory_utilization", "timeout", "max_retries", "api_key_env", "base_url", "base_urls",
-         "enable_prefix_caching", "distributed_executor_backend", "prefix_reuse"})
+        return model_fingerprint(self.name, self.model, self.options)
 
     def close(self) -> None:
         """Release the model (memory, processes, connections)."""

@@ -1,0 +1,243 @@
+"""A backend for any OpenAI-compatible chat endpoint: OpenAI itself, vLLM, SGLang, TGI, llama.cpp.
+
+Why it looks the way it does:
+
+* A run sends thousands of small judge requests, so they go out concurrently (asyncio and
+  ``AsyncOpenAI``), bounded by one semaphore (``concurrency``: requests in flight over all
+  endpoints together). ``complete`` stays synchronous like every backend: it runs its own
+  event loop, and makes and closes its clients inside it, because an async HTTP client
+  cannot outlive the loop that opened its connections.
+* Several servers of the same model (``base_urls``) act as one: each request goes to the
+  endpoint with the fewest requests in flight (ties in turn), so a slow or stalled server
+  gets less work instead of an equal share.
+* Retries are the openai client's own (``max_retries``): exponential backoff with jitter on
+  connection errors, timeouts, 408, 409, 429 and 5xx, honouring ``Retry-After`` and
+  ``retry-after-ms``. ``timeout`` bounds each attempt. A request that still fails becomes a
+  :class:`Completion` with an empty text and a one-line ``error``; ``complete`` never raises
+  for one request, so one bad request cannot sink a batch.
+* Constraints are sent in the dialect the server understands (``structured``):
+  ``"json_schema"`` is OpenAI's strict ``response_format``, which has no "one of these
+  strings", so a :class:`Choice` becomes an object ``{"verdict": <one of the options>}``
+  (what :func:`gamut_hf.judge.parse_verdict` reads); ``"vllm"`` is vLLM's
+  ``structured_outputs`` (it silently ignores the older ``guided_*`` fields); ``"none"``
+  sends no constraint and relies on the prompt.
+* Greedy decoding (``temperature=0``), so that the cache key (:meth:`Backend.fingerprint`)
+  determines the output as far as the server allows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import ipaddress
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import openai
+
+from gamut_hf.backends.base import Backend, BackendError, ChatRequest, Choice, Completion, Constraint, JsonSchema
+
+if TYPE_CHECKING:  # a text-only run needs no Pillow
+    from PIL import Image
+
+STRUCTURED_MODES = ("json_schema", "vllm", "none")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PLACEHOLDER_KEY = "EMPTY"  # local servers (vLLM and others) accept any key
+JPEG_ABOVE_PIXELS = 512 * 512  # RGB images larger than this are sent as JPEG, smaller ones as PNG
+# A Choice wrapped as {"verdict": "..."} costs about ten tokens more than the bare word; the
+# schema bounds the output anyway, so a larger limit only prevents truncated JSON.
+CHOICE_JSON_MIN_TOKENS = 32
+MAX_ERROR_CHARS = 300
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+    # Each call ends with a tail of long answers while the other slots idle: bigger batches
+    # keep the endpoints busy for a larger share of the time.
+    default_batch_size = 256
+
+    def __init__(self, model: str, *, base_url: str | None = None, base_urls: Sequence[str] | str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = 16, timeout: float = 120.0,
+                 max_retries: int = 5, structured: str = "json_schema"):
+        super().__init__(model, base_url=base_url, base_urls=base_urls, api_key_env=api_key_env,
+                         concurrency=concurrency, timeout=timeout, max_retries=max_retries, structured=structured)
+        if structured not in STRUCTURED_MODES:
+            raise BackendError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
+        if concurrency < 1:
+            raise BackendError(f"concurrency must be at least 1, not {concurrency}")
+        self.endpoints = _endpoints(base_url, base_urls)
+        self.api_key = os.environ.get(api_key_env) or None
+        if self.api_key is None:
+            if not all(_is_loopback(url) for url in self.endpoints):
+                raise BackendError(f"no API key: set the environment variable {api_key_env} "
+                                   f"(needed for {', '.join(self.endpoints)})")
+            self.api_key = PLACEHOLDER_KEY
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.structured = structured
+
+    def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
+        if not requests:
+            return []
+        start = time.perf_counter()
+        completions = _run(self._complete_all(requests, constraint))
+        self.stats.add(completions, time.perf_counter() - start)
+        failed = sum(completion.error is not None for completion in completions)
+        self.stats.extra["errors"] = self.stats.extra.get("errors", 0) + failed
+        return completions
+
+    async def _complete_all(self, requests: Sequence[ChatRequest], constraint: Constraint) -> list[Completion]:
+        clients = [openai.AsyncOpenAI(api_key=self.api_key, base_url=url, timeout=self.timeout,
+                                      max_retries=self.max_retries) for url in self.endpoints]
+        in_flight = [0] * len(self.endpoints)
+        turn = 0  # where the search for the least busy endpoint starts: ties go round in turn
+        semaphore = asyncio.Semaphore(self.concurrency)
+        images: dict[int, asyncio.Future] = {}  # one encoding per image: a question's checks share it
+
+        async def one(request: ChatRequest) -> Completion:
+            nonlocal turn
+            async with semaphore:
+                order = [(turn + i) % len(clients) for i in range(len(clients))]
+                index = min(order, key=lambda i: in_flight[i])
+                turn = (index + 1) % len(clients)
+                in_flight[index] += 1
+                try:
+                    return await self._complete_one(clients[index], self.endpoints[index], request,
+                                                    constraint, images)
+                finally:
+                    in_flight[index] -= 1
+
+        try:
+            return list(await asyncio.gather(*(one(request) for request in requests)))
+        finally:
+            for client in clients:
+                await client.close()
+
+    async def _complete_one(self, client: openai.AsyncOpenAI, endpoint: str, request: ChatRequest,
+                            constraint: Constraint, images: dict[int, asyncio.Future]) -> Completion:
+        start = time.perf_counter()
+        try:
+            image_part = None
+            if request.image is not None:  # encoded once, off the event loop
+                key = id(request.image)
+                if key not in images:
+                    images[key] = asyncio.ensure_future(asyncio.to_thread(image_part_for, request.image))
+                image_part = await images[key]
+            response = await client.chat.completions.create(
+                model=self.model, messages=request.messages(image_part), temperature=0,
+                max_tokens=self._max_tokens(request, constraint), **self._constraint_arguments(constraint))
+            if not isinstance(response, openai.types.chat.ChatCompletion) or not response.choices:
+                raise ValueError(f"the answer is not a chat completion: {str(response)[:100]!r}")
+            text = response.choices[0].message.content
+            if text is None:
+                raise ValueError(f"no text in the answer (finish_reason={response.choices[0].finish_reason})")
+        except Exception as error:  # noqa: BLE001 - every failure of one request becomes its Completion
+            return Completion(text="", seconds=time.perf_counter() - start,
+                              error=_describe(error, endpoint, self.timeout))
+        usage = response.usage
+        details = getattr(usage, "prompt_tokens_details", None)
+        return Completion(
+            text=text,
+            prompt_tokens=(usage.prompt_tokens if usage else None) or 0,
+            completion_tokens=(usage.completion_tokens if usage else None) or 0,
+            cached_tokens=getattr(details, "cached_tokens", None),
+            seconds=time.perf_counter() - start,
+        )
+
+    def _max_tokens(self, request: ChatRequest, constraint: Constraint) -> int:
+        if isinstance(constraint, Choice) and self.structured == "json_schema":
+            return max(request.max_tokens, CHOICE_JSON_MIN_TOKENS)
+        return request.max_tokens
+
+    def _constraint_arguments(self, constraint: Constraint) -> dict[str, Any]:
+        """The keyword arguments of ``chat.completions.create`` that impose ``constraint``."""
+        if constraint is None or self.structured == "none":
+            return {}
+        if self.structured == "vllm":
+            if isinstance(constraint, Choice):
+                return {"extra_body": {"structured_outputs": {"choice": list(constraint.options)}}}
+            return {"extra_body": {"structured_outputs": {"json": constraint.schema}}}
+        if isinstance(constraint, Choice):
+            constraint = JsonSchema(choice_schema(constraint.options), name="verdict")
+        return {"response_format": {"type": "json_schema", "json_schema": {
+            "name": constraint.name, "schema": constraint.schema, "strict": True}}}
+
+    def close(self) -> None:
+        """Nothing is held between calls: each ``complete`` opens and closes its own clients."""
+
+
+def choice_schema(options: Sequence[str]) -> dict[str, Any]:
+    """A JSON schema for "one of ``options``", as the object ``{"verdict": option}``."""
+    return {
+        "type": "object",
+        "properties": {"verdict": {"type": "string", "enum": list(options)}},
+        "required": ["verdict"],
+        "additionalProperties": False,
+    }
+
+
+def image_part_for(image: Image.Image) -> dict[str, Any]:
+    """The image as an OpenAI ``image_url`` content part with a base64 data URL."""
+    if image.mode not in ("RGB", "RGBA", "L", "LA", "P", "1", "I", "I;16"):
+        image = image.convert("RGB")
+    as_jpeg = image.mode == "RGB" and image.width * image.height > JPEG_ABOVE_PIXELS
+    buffer = io.BytesIO()
+    if as_jpeg:
+        image.save(buffer, format="JPEG", quality=90)
+    else:
+        image.save(buffer, format="PNG")
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return {"type": "image_url", "image_url": {"url": f"data:image/{'jpeg' if as_jpeg else 'png'};base64,{data}"}}
+
+
+def _endpoints(base_url: str | None, base_urls: Sequence[str] | str | None) -> list[str]:
+    """The endpoint URLs: ``base_urls`` (a list or a comma-separated string), else ``base_url``,
+    else ``OPENAI_BASE_URL``, else OpenAI's own."""
+    if isinstance(base_urls, str):
+        base_urls = base_urls.split(",")
+    urls = [url.strip().rstrip("/") for url in base_urls or [] if url.strip()]
+    if base_url and not urls:
+        urls = [base_url.strip().rstrip("/")]
+    return urls or [os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL]
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _describe(error: Exception, endpoint: str, timeout: float) -> str:
+    """One line naming the endpoint, the status (or kind of failure) and the message."""
+    if isinstance(error, openai.APIStatusError):
+        body = error.body
+        message = body.get("message") if isinstance(body, dict) else body
+        line = f"{endpoint}: HTTP {error.status_code}: {message or error.message}"
+    elif isinstance(error, openai.APITimeoutError):
+        line = f"{endpoint}: timed out (no answer within {timeout:g} s, after the client's retries)"
+    elif isinstance(error, openai.APIConnectionError):
+        line = f"{endpoint}: connection error: {error.__cause__ or error.message}"
+    else:
+        line = f"{endpoint}: {type(error).__name__}: {error}"
+    line = " ".join(line.split())
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def _run(coroutine: Any) -> Any:
+    """``asyncio.run``, also from code that already runs an event loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -1,0 +1,200 @@
+"""Local models through transformers, on CPU or GPU: the backend with no server at all.
+
+Free text (a candidate's answer) is batched greedy ``generate``. A :class:`Choice` (the
+judge's verdict) is not generated but *scored*: each option plus the end-of-turn token is a
+continuation of the prompt, and the option with the highest total log-probability wins, so
+even a 135M-parameter judge always yields one valid verdict. A question's checks share
+everything but their last words, so within each run of requests with one ``prefix_key`` the
+longest common token prefix is computed once and its KV cache reused for every check.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from itertools import groupby
+from typing import Any
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    AutoTokenizer,
+    DynamicCache,
+)
+
+from gamut_hf.backends.base import Backend, BackendError, ChatRequest, Choice, Completion, Constraint
+from gamut_hf.models import resolve_model
+
+
+def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
+    first = sequences[0]
+    length = min(len(s) for s in sequences)
+    for position in range(length):
+        token = first[position]
+        if any(s[position] != token for s in sequences):
+            return position
+    return length
+
+
+class TransformersBackend(Backend):
+    name = "transformers"
+
+    def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
+                 prefix_reuse: bool = True, **options: Any):
+        super().__init__(model, device=device, dtype=dtype, batch_size=batch_size, prefix_reuse=prefix_reuse,
+                         **options)
+        path = resolve_model(model)
+        try:
+            config = AutoConfig.from_pretrained(path)
+        except (OSError, ValueError) as error:
+            raise BackendError(f"transformers: cannot load model {model!r}: {str(error).splitlines()[0]}") from None
+        self.device = torch.device("cuda" if device == "auto" and torch.cuda.is_available()
+                                   else "cpu" if device == "auto" else device)
+        torch_dtype = (torch.bfloat16 if self.device.type == "cuda" else torch.float32) if dtype == "auto" \
+            else getattr(torch, dtype)
+        self.multimodal = getattr(config, "vision_config", None) is not None
+        if self.multimodal:
+            self.processor = AutoProcessor.from_pretrained(path)
+            self.tokenizer = self.processor.tokenizer
+            self.net = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype)
+        else:
+            self.processor = None
+            self.tokenizer = AutoTokenizer.from_pretrained(path)
+            self.net = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        self.net.to(self.device).eval()
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        eos = self.net.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        self.end_of_turn: int = eos[0] if isinstance(eos, list) else eos
+        self.batch_size = batch_size
+        self.prefix_reuse = prefix_reuse
+        self.image_token_id = getattr(config, "image_token_id", None) or getattr(config, "image_token_index", None)
+
+    # -- prompts --------------------------------------------------------------------------
+
+    def _messages(self, request: ChatRequest) -> list[dict[str, Any]]:
+        if request.image is not None and not self.multimodal:
+            raise BackendError(f"transformers: {self.model} takes no images; use the text_only variant")
+        image_part = {"type": "image"} if self.multimodal else None
+        messages = request.messages(image_part)
+        if self.multimodal:  # processors' templates want every content as a list of parts
+            for message in messages:
+                if isinstance(message["content"], str):
+                    message["content"] = [{"type": "text", "text": message["content"]}]
+        return messages
+
+    def _encode(self, requests: Sequence[ChatRequest], *, padding: bool) -> dict[str, torch.Tensor]:
+        template = self.processor or self.tokenizer
+        texts = [template.apply_chat_template(self._messages(r), add_generation_prompt=True, tokenize=False)
+                 for r in requests]
+        images = [r.image.convert("RGB") for r in requests if r.image is not None]
+        if self.processor is not None and images:
+            if len(images) != len(requests):
+                raise BackendError("transformers: a batch mixes requests with and without an image")
+            encoded = self.processor(text=texts, images=images, padding=padding, return_tensors="pt")
+        else:
+            encoded = self.tokenizer(texts, padding=padding, return_tensors="pt", add_special_tokens=False)
+        return {name: value.to(self.device) for name, value in encoded.items()}
+
+    # -- completing -----------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
+        started = time.perf_counter()
+        if isinstance(constraint, Choice):
+            completions = []
+            for _, group in groupby(requests, key=lambda r: r.prefix_key or object()):
+                completions.extend(self._choose(list(group), constraint.options))
+        else:
+            # A JSON schema cannot be imposed here; the judge's parser reads what comes out
+            # and a malformed answer becomes a retried, then stored, error.
+            completions = []
+            for start in range(0, len(requests), self.batch_size):
+                completions.extend(self._generate(requests[start:start + self.batch_size]))
+        self.stats.add(completions, time.perf_counter() - started)
+        return completions
+
+    def _generate(self, batch: Sequence[ChatRequest]) -> list[Completion]:
+        started = time.perf_counter()
+        inputs = self._encode(batch, padding=True)
+        output = self.net.generate(
+            **inputs, max_new_tokens=max(r.max_tokens for r in batch), do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.end_of_turn)
+        seconds = (time.perf_counter() - started) / len(batch)
+        completions = []
+        prompt_width = inputs["input_ids"].shape[1]
+        for row, request in enumerate(batch):
+            new = output[row, prompt_width:].tolist()
+            if self.end_of_turn in new:
+                new = new[:new.index(self.end_of_turn)]
+            new = new[:request.max_tokens]
+            completions.append(Completion(
+                text=self.tokenizer.decode(new, skip_special_tokens=True).strip(),
+                prompt_tokens=int(inputs["attention_mask"][row].sum()), completion_tokens=len(new),
+                seconds=seconds))
+        return completions
+
+    def _option_ids(self, options: Sequence[str]) -> list[list[int]]:
+        return [self.tokenizer(option, add_special_tokens=False)["input_ids"] + [self.end_of_turn]
+                for option in options]
+
+    def _choose(self, group: list[ChatRequest], options: Sequence[str]) -> list[Completion]:
+        """Score every option as a continuation of each prompt; the shared prefix is prefilled once."""
+        started = time.perf_counter()
+        encoded = [self._encode([r], padding=False) for r in group]
+        prompts = [e["input_ids"][0].tolist() for e in encoded]
+        shared = _common_prefix_length(prompts) if self.prefix_reuse and len(group) > 1 else 0
+        shared = min(shared, min(len(p) for p in prompts) - 1)  # each prompt keeps >= 1 token of its own
+        extras = {k: v for k, v in encoded[0].items() if k not in ("input_ids", "attention_mask")}
+        if extras and self.image_token_id is not None:
+            # The image goes in with the prefill, so every image token must fall inside it.
+            image_positions = [i for i, t in enumerate(prompts[0]) if t == self.image_token_id]
+            if image_positions and shared <= image_positions[-1]:
+                shared = 0
+        cache = DynamicCache()
+        if shared:
+            self.net(input_ids=torch.tensor([prompts[0][:shared]], device=self.device), past_key_values=cache,
+                     use_cache=True, **extras)
+        option_ids = self._option_ids(options)
+        width = max(len(ids) for ids in option_ids)
+        padded = torch.tensor([ids + [self.end_of_turn] * (width - len(ids)) for ids in option_ids],
+                              device=self.device)
+        completions = []
+        for prompt, inputs in zip(prompts, encoded, strict=True):
+            own = prompt[shared:]
+            pixels = {} if shared else {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
+            out = self.net(input_ids=torch.tensor([own], device=self.device), past_key_values=cache, use_cache=True,
+                           **pixels)
+            first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            # Right padding after each option only touches positions after it (causal), so
+            # the four continuations run as one batch over a copy of the prompt's cache.
+            cache.batch_repeat_interleave(len(option_ids))
+            rest = self.net(input_ids=padded, past_key_values=cache, use_cache=True).logits.float()
+            rest = torch.log_softmax(rest, dim=-1)
+            scores = []
+            for j, ids in enumerate(option_ids):
+                total = first[ids[0]].item() + sum(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))
+                scores.append(total)
+            cache.crop(-(width + len(own)))
+            cache.batch_select_indices(torch.tensor([0], device=self.device))
+            if not shared:
+                cache = DynamicCache()
+            best = max(range(len(options)), key=scores.__getitem__)
+            completions.append(Completion(
+                text=options[best], prompt_tokens=len(prompt), completion_tokens=len(option_ids[best]),
+                cached_tokens=shared))
+        seconds = (time.perf_counter() - started) / len(group)
+        for completion in completions:
+            completion.seconds = seconds
+        return completions
+
+    def close(self) -> None:
+        del self.net
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

