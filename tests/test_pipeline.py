@@ -1,0 +1,246 @@
+"""The pipeline end to end through the real command line.
+
+Most tests drive the OpenAI-compatible backend against a scripted endpoint on 127.0.0.1
+(fast, and able to misbehave on cue); the crash test runs the embedded default with the real
+SmolLM2 on the CPU and kills it with SIGKILL mid-judging.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import pytest
+from fake_endpoint import FakeEndpoint, user_text
+
+from gamut_hf.judge import SYSTEM_PROMPT
+from gamut_hf.loader import iter_questions, load_gamut
+from gamut_hf.rubric import VERDICTS
+from gamut_hf.scorer import score_run
+
+JUDGE_MARK = SYSTEM_PROMPT.splitlines()[0][:40]
+
+
+def scripted_verdict(check_text: str) -> str:
+    return VERDICTS[int(hashlib.sha256(check_text.encode()).hexdigest(), 16) % 4]
+
+
+def is_judging(body: dict) -> bool:
+    first = body["messages"][0]
+    return first["role"] == "system" and first["content"].startswith(JUDGE_MARK)
+
+
+def scripted(body: dict) -> str:
+    """The candidate echoes the question; the judge's verdict is a fixed function of the check."""
+    text = user_text(body)
+    if is_judging(body):
+        check = text.split("\n\nCheck: ", 1)[1].split("\n\n", 1)[0]
+        return json.dumps({"verdict": scripted_verdict(check)})
+    return f"An answer to: {text}"
+
+
+def garbled(body: dict) -> str:
+    if is_judging(body):
+        return "Hmm, hard to say."
+    return "An answer."
+
+
+@pytest.fixture
+def endpoint():
+    server = FakeEndpoint(responder=scripted)
+    yield server
+    server.stop()
+
+
+def judged(server: FakeEndpoint) -> int:
+    return sum(1 for b in server.bodies if is_judging(b))
+
+
+def api_run(gamut, command: str, out: Path, url: str, *extra: str):
+    return gamut(command, "--out", out, "--model", "cand", "--backend", "openai", "--base-url", url,
+                 "--judge", "fake-judge", "--judge-backend", "openai", "--judge-base-url", url, *extra)
+
+
+def expected_gamut(limit: int | None = None, ids: list[str] | None = None) -> float:
+    questions = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))
+    questions = [q for q in questions if ids is None or q.id in ids][:limit]
+    run = score_run([(q.checks, {c.id: scripted_verdict(c.text) for c in q.checks}) for q in questions])
+    return run.gamut
+
+
+def test_run_writes_results_and_details_and_resumes_with_no_new_work(gamut, endpoint, tmp_path):
+    done = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--limit", "3")
+    assert done.code == 0, done.err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["score"]["gamut"] == pytest.approx(expected_gamut(limit=3), abs=1e-9)
+    assert results["model"] == {"backend": "openai", "model": "cand"}
+    # A model other than the embedded default runs the paper's main setting: photo + question.
+    assert results["dataset"]["source"] == "gamut-sample" and results["variant"] == "multimodal"
+    answers = [b for b in endpoint.bodies if not is_judging(b)]
+    judgings = [b for b in endpoint.bodies if is_judging(b)]
+    for body in (answers[0], judgings[0]):
+        assert body["messages"][-1]["content"][0]["image_url"]["url"].startswith("data:image/")
+    assert results["judge_errors"] == 0 and results["unfinished_checks"] == 0
+    assert results["usage"]["judge"]["calls"] == results["score"]["checks"] == judged(endpoint)
+    assert f"Gamut score {results['score']['gamut']:.1f}" in done.out
+
+    details = datasets.load_dataset("parquet", data_files=str(tmp_path / "run" / "details.parquet"), split="train")
+    assert len(details) == results["score"]["checks"]
+    assert {"question_id", "domain", "check_id", "tier", "kind", "item_id", "verdict", "rationale", "raw"} <= set(
+        details.column_names)
+    assert all(row["verdict"] == scripted_verdict(row["check_text"]) for row in details)
+
+    requests = endpoint.requests
+    again = api_run(gamut, "run", tmp_path / "run", endpoint.url)
+    assert again.code == 0, again.err
+    assert endpoint.requests == requests  # everything was stored: no model is asked anything
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["score"] == results["score"]
+
+
+def test_a_new_judge_reuses_the_stored_answers(gamut, endpoint, tmp_path):
+    assert api_run(gamut, "run", tmp_path / "run", endpoint.url, "--limit", "2").code == 0
+    generated = endpoint.requests - judged(endpoint)
+    rejudged = gamut("judge", "--out", tmp_path / "run", "--judge", "second-judge", "--judge-base-url", endpoint.url)
+    assert rejudged.code == 0, rejudged.err
+    assert endpoint.requests - judged(endpoint) == generated  # no new answers
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["judge"]["model"] == "second-judge"
+    assert judged(endpoint) == 2 * results["score"]["checks"]
+
+
+def test_unreadable_verdicts_are_stored_as_errors_and_block_the_score(gamut, tmp_path):
+    server = FakeEndpoint(responder=garbled)
+    try:
+        done = api_run(gamut, "run", tmp_path / "run", server.url, "--limit", "1", "--judge-retries", "1")
+        checks = json.loads((tmp_path / "run" / "results.json").read_text())["score"]["checks"]
+        assert judged(server) == 2 * checks  # one retry each, then given up
+    finally:
+        server.stop()
+    assert done.code == 0, done.err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["score"]["gamut"] is None and results["judge_errors"] == checks
+    assert "no Gamut score" in done.out
+    details = datasets.load_dataset("parquet", data_files=str(tmp_path / "run" / "details.parquet"), split="train")
+    assert set(details["verdict"]) == {"error"} and set(details["raw"]) == {"Hmm, hard to say."}
+
+    counted = gamut("score", tmp_path / "run", "--errors-as-missing")
+    assert counted.code == 0, counted.err
+    assert "Gamut score 0.0" in counted.out and f"{checks} errors and unjudged checks counted as missing" in counted.out
+
+
+def test_score_needs_only_the_store(gamut, endpoint, tmp_path):
+    assert api_run(gamut, "run", tmp_path / "run", endpoint.url, "--limit", "2").code == 0
+    before = json.loads((tmp_path / "run" / "results.json").read_text())["score"]
+    (tmp_path / "run" / "results.json").unlink()
+    (tmp_path / "run" / "details.parquet").unlink()
+    endpoint.stop()
+    rescored = gamut("score", tmp_path / "run")
+    assert rescored.code == 0, rescored.err
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["score"] == before
+    assert gamut("score", tmp_path).code == 2  # not a run folder: one line, exit 2
+
+
+def test_failed_answers_are_retried_by_the_next_run(gamut, endpoint, tmp_path):
+    question = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))[0]
+    endpoint.faults[question.text_question] = ["400", "ok"]
+    first = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--limit", "2", "--variant", "text_only")
+    assert first.code == 0, first.err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["score"]["gamut"] is None and results["unfinished_checks"] == len(question.checks)
+    second = api_run(gamut, "run", tmp_path / "run", endpoint.url)
+    assert second.code == 0, second.err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["score"]["gamut"] == pytest.approx(expected_gamut(limit=2), abs=1e-9)
+
+
+def test_shards_merge_into_one_run_and_conflicts_are_refused(gamut, endpoint, tmp_path):
+    for index in (0, 1):
+        shard = api_run(gamut, "run", tmp_path / f"shard{index}", endpoint.url, "--limit", "5", "--shard", f"{index}/2")
+        assert shard.code == 0, shard.err
+    merged = gamut("merge", tmp_path / "all", tmp_path / "shard0", tmp_path / "shard1")
+    assert merged.code == 0, merged.err
+    results = json.loads((tmp_path / "all" / "results.json").read_text())
+    assert results["score"]["questions"] == 5
+    assert results["score"]["gamut"] == pytest.approx(expected_gamut(limit=5), abs=1e-9)
+
+    # A store that disagrees about an entry the merged run already holds: refused, nothing lost.
+    shutil.copytree(tmp_path / "shard1", tmp_path / "tampered")
+    db = sqlite3.connect(tmp_path / "tampered" / "store.sqlite")
+    db.execute("UPDATE verdicts SET verdict = CASE verdict WHEN 'meets' THEN 'missing' ELSE 'meets' END")
+    db.commit()
+    db.close()
+    refused = gamut("merge", tmp_path / "all", tmp_path / "tampered")
+    assert refused.code == 2 and "differs" in refused.err and "Traceback" not in refused.err
+    assert json.loads((tmp_path / "all" / "results.json").read_text())["score"] == results["score"]
+    assert gamut("score", tmp_path / "all").code == 0
+    assert json.loads((tmp_path / "all" / "results.json").read_text())["score"] == results["score"]
+
+
+def test_bad_options_are_one_line_errors(gamut, tmp_path):
+    for args, message in [
+        (["--shard", "2/2"], "--shard: expected i/n"),
+        (["--model-option", "nonsense"], "--model-option: expected KEY=VALUE"),
+        (["--dataset", str(tmp_path / "nowhere")], "no such folder"),
+        (["--backend", "openai", "--model", "m", "--base-url", "https://api.example.invalid/v1"], "OPENAI_API_KEY"),
+    ]:
+        done = gamut("run", "--out", tmp_path / "run", *args, env={**os.environ, "OPENAI_API_KEY": ""})
+        assert done.code in (1, 2) and message in done.err and "Traceback" not in done.err, (args, done.err)
+        assert len(done.err.strip().splitlines()[-1]) < 400
+
+
+# -- the embedded default, killed and resumed ------------------------------------------------
+
+DEFAULT_RUN = ("--limit", "3", "--max-tokens", "48", "--judge-batch-size", "8")
+
+
+def verdict_rows(folder: Path) -> list[tuple[str, str, str]]:
+    db = sqlite3.connect(f"file:{folder / 'store.sqlite'}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT key, verdict, session FROM verdicts").fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return []
+    finally:
+        db.close()
+
+
+def test_the_default_run_killed_mid_judging_resumes_to_the_same_results(gamut, tmp_path):
+    whole = gamut("run", "--out", tmp_path / "whole", *DEFAULT_RUN)
+    assert whole.code == 0, whole.err
+    expected = json.loads((tmp_path / "whole" / "results.json").read_text())
+    total = expected["score"]["checks"]
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "gamut_hf", "run", "--out", str(killed), *DEFAULT_RUN],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 900
+    while len(verdict_rows(killed)) < 8 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before_kill = verdict_rows(killed)
+    assert 0 < len(before_kill) < total, "the kill should land mid-judging"
+
+    resumed = gamut("run", "--out", killed, *DEFAULT_RUN)
+    assert resumed.code == 0, resumed.err
+    after = verdict_rows(killed)
+    assert len(after) == total
+    # The rows stored before the kill are untouched; the second session judged only the rest.
+    assert set(before_kill) <= set(after)
+    results = json.loads((killed / "results.json").read_text())
+    judge_stage = next(s for s in results["stages"] if s["stage"] == "judge")
+    assert judge_stage["done_before"] == len(before_kill) and judge_stage["done_now"] == total - len(before_kill)
+    assert results["score"] == expected["score"]
+    assert pq_rows(killed) == pq_rows(tmp_path / "whole")
+
+
+def pq_rows(folder: Path) -> list[dict]:
+    return datasets.Dataset.from_parquet(str(folder / "details.parquet")).to_list()
