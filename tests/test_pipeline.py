@@ -203,6 +203,8 @@ DEFAULT_RUN = ("--limit", "3", "--max-tokens", "48", "--judge-batch-size", "8")
 
 
 def verdict_rows(folder: Path) -> list[tuple[str, str, str]]:
+    if not (folder / "store.sqlite").is_file():
+        return []
     db = sqlite3.connect(f"file:{folder / 'store.sqlite'}?mode=ro", uri=True)
     try:
         return db.execute("SELECT key, verdict, session FROM verdicts").fetchall()
