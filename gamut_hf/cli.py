@@ -260,6 +260,9 @@ def synthetic(out: str, questions: int, seed: int) -> None:
 # -- the evaluation pipeline ------------------------------------------------------------------
 
 
+EMBEDDED_MAX_TOKENS = 256
+
+
 def _key_values(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
     """KEY=VALUE options; a VALUE that parses as JSON (numbers, true, lists) is taken as such."""
     out: dict[str, Any] = {}
@@ -310,7 +313,7 @@ def pipeline_options(command: Any) -> Any:
         click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
         click.option("--question-id", "question_ids", multiple=True, metavar="ID", help="Only these questions."),
         click.option("--shard", metavar="i/n", help="Only questions i, i+n, i+2n, ... (merge shards with `gamut merge`)."),
-        click.option("--max-tokens", type=click.IntRange(min=1), help="Candidate answer length cap [default: 1024]."),
+        click.option("--max-tokens", type=click.IntRange(min=1), help=f"Candidate answer length cap [default: 1024; {EMBEDDED_MAX_TOKENS} for the embedded default]."),
         click.option("--rationale/--no-rationale", default=None, help="Judge writes a short rationale first."),
         click.option("--judge-retries", type=click.IntRange(min=0), help="Retries of an unreadable verdict [default: 2]."),
         click.option("--retry-errors", is_flag=True, default=None, help="Judge again the checks stored as error."),
@@ -361,6 +364,9 @@ def _run_config(options: dict[str, Any]) -> Any:
                                                 "judge_retries", "batch_size", "judge_batch_size", "retry_errors",
                                                 "errors_as_missing")
               if options[name] is not None}
+    if options["max_tokens"] is None and candidate.name == DEFAULT_MODEL and base == RunConfig():
+        # A 135M model's answers past this are repetition; it keeps the demo to minutes on a CPU.
+        fields["max_tokens"] = EMBEDDED_MAX_TOKENS
     if options["question_ids"]:
         fields["question_ids"] = options["question_ids"]
     if options["shard"] is not None:
