@@ -41,6 +41,8 @@ def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
 
 class TransformersBackend(Backend):
     name = "transformers"
+    # One generate() batch per commit; for the judge, about one question per commit.
+    default_batch_size = 8
 
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
                  prefix_reuse: bool = True, **options: Any):

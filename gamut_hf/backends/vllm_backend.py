@@ -54,6 +54,8 @@ def is_multimodal(model_path: str) -> bool:
 
 class VLLMBackend(Backend):
     name = "vllm"
+    # vLLM schedules a whole call at once: large calls keep the GPU full.
+    default_batch_size = 1024
 
     def __init__(self, model: str, *, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
                  distributed_executor_backend: str | None = None, gpu_memory_utilization: float | None = None,
