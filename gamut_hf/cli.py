@@ -361,9 +361,10 @@ def _run_config(options: dict[str, Any]) -> Any:
                         options["judge_base_urls"], options["concurrency"], "--judge-option")
     variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
     fields = {name: options[name] for name in ("dataset", "revision", "limit", "max_tokens", "rationale",
-                                                "judge_retries", "batch_size", "judge_batch_size", "retry_errors",
-                                                "errors_as_missing")
+                                                "judge_retries", "batch_size", "judge_batch_size")
               if options[name] is not None}
+    # These two act on this invocation only; they are never inherited from the stored run.
+    fields.update(retry_errors=bool(options["retry_errors"]), errors_as_missing=bool(options["errors_as_missing"]))
     if options["max_tokens"] is None and candidate.name == DEFAULT_MODEL and base == RunConfig():
         # A 135M model's answers past this are repetition; it keeps the demo to minutes on a CPU.
         fields["max_tokens"] = EMBEDDED_MAX_TOKENS
@@ -407,7 +408,8 @@ def run_command(**options: Any) -> None:
 
     With no model or judge it runs the embedded default: the sample, text_only, SmolLM2-135M
     on the CPU as candidate and judge. Stopped at any point (Ctrl-C, a crash, SIGKILL) and
-    started again with the same command, it redoes only unfinished work.
+    started again with the same command, it redoes only unfinished work. Options not given
+    are taken from the run already in DIR, if any.
     """
     _pipeline(("generate", "judge", "score"), options)
 
@@ -453,6 +455,7 @@ def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
                 except StoreConflict as error:
                     raise BadInput(str(error)) from None
                 configs.append(RunConfig.model_validate(info["config"]))
+                fingerprint = info.get("dataset_fingerprint")
             click.echo(f"merged {source}: " + ", ".join(f"{n} {t}" for t, n in added.items()), err=True)
         same = {c.model_dump_json(include=RunConfig.IDENTITY) for c in configs}
         if len(same) > 1:
@@ -460,7 +463,7 @@ def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
                            "merged rows are kept, but they do not make one run")
         config = configs[0].model_copy(update={"shard": None, "errors_as_missing": errors_as_missing})
         ids = [q.question_id for q in target.questions(config.variant)]
-        target.set_info(config=config.model_dump(mode="json"), question_ids=ids)
+        target.set_info(config=config.model_dump(mode="json"), question_ids=ids, dataset_fingerprint=fingerprint)
         results = score_store(target, out, errors_as_missing=errors_as_missing)
     _print_summary(results, out)
 

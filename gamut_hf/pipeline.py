@@ -448,7 +448,8 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
     run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
     results = RunResults(
         model=config.candidate.fingerprint(), judge=config.judge.fingerprint(),
-        dataset={"source": config.dataset, "revision": config.revision}, variant=config.variant,
+        dataset={"source": config.dataset, "revision": config.revision,
+                 "fingerprint": info.get("dataset_fingerprint")}, variant=config.variant,
         prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
         score=run_score, judge_errors=judge_errors, unfinished_checks=unfinished,
         usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
@@ -481,7 +482,8 @@ def write_outputs(out: str | Path, results: RunResults, details: list[dict[str, 
 def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> None:
     """Put the run's questions and settings in the store: from then on it scores alone."""
     store.put_questions(q.stored(config.variant) for q in source.questions)
-    store.set_info(config=config.model_dump(mode="json"), question_ids=[q.id for q in source.questions])
+    store.set_info(config=config.model_dump(mode="json"), question_ids=[q.id for q in source.questions],
+                   dataset_fingerprint=source.data._fingerprint)
 
 
 def run(config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"),

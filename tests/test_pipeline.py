@@ -44,7 +44,7 @@ def scripted(body: dict) -> str:
     text = user_text(body)
     if is_judging(body):
         check = text.split("\n\nCheck: ", 1)[1].split("\n\n", 1)[0]
-        return json.dumps({"verdict": scripted_verdict(check)})
+        return json.dumps({"rationale": f"Checked: {check[:40]}", "verdict": scripted_verdict(check)})
     return f"An answer to: {text}"
 
 
@@ -123,6 +123,17 @@ def test_unreadable_verdicts_are_stored_as_errors_and_block_the_score(gamut, tmp
         done = api_run(gamut, "run", tmp_path / "run", server.url, "--limit", "1", "--judge-retries", "1")
         checks = json.loads((tmp_path / "run" / "results.json").read_text())["score"]["checks"]
         assert judged(server) == 2 * checks  # one retry each, then given up
+        assert gamut("run", "--out", tmp_path / "run").code == 0
+        assert judged(server) == 2 * checks  # errors are results: a plain rerun keeps them
+        # ... until asked: --retry-errors judges them again (here the judge has recovered).
+        server.responder = scripted
+        retried = gamut("run", "--out", tmp_path / "run", "--retry-errors", "--judge-base-url", server.url)
+        assert retried.code == 0, retried.err
+        assert json.loads((tmp_path / "run" / "results.json").read_text())["score"]["gamut"] == pytest.approx(
+            expected_gamut(limit=1), abs=1e-9)
+        server.responder = garbled
+        shutil.rmtree(tmp_path / "run")
+        done = api_run(gamut, "run", tmp_path / "run", server.url, "--limit", "1", "--judge-retries", "1")
     finally:
         server.stop()
     assert done.code == 0, done.err
@@ -135,6 +146,16 @@ def test_unreadable_verdicts_are_stored_as_errors_and_block_the_score(gamut, tmp
     counted = gamut("score", tmp_path / "run", "--errors-as-missing")
     assert counted.code == 0, counted.err
     assert "Gamut score 0.0" in counted.out and f"{checks} errors and unjudged checks counted as missing" in counted.out
+
+
+def test_rationale_mode_asks_for_and_keeps_a_rationale(gamut, endpoint, tmp_path):
+    done = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--limit", "1", "--rationale")
+    assert done.code == 0, done.err
+    judging = next(b for b in endpoint.bodies if is_judging(b))
+    schema = judging["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["rationale", "verdict"] and "rationale" in judging["messages"][0]["content"]
+    details = datasets.Dataset.from_parquet(str(tmp_path / "run" / "details.parquet"))
+    assert all(row["rationale"] == f"Checked: {row['check_text'][:40]}" for row in details)
 
 
 def test_score_needs_only_the_store(gamut, endpoint, tmp_path):
