@@ -293,6 +293,8 @@ def pipeline_options(command: Any) -> Any:
         click.option("--dataset", metavar="SOURCE", help="Sample name, annotation or built folder, or hub id "
                      "[default: gamut-sample]."),
         click.option("--revision", help="Hub revision of the dataset."),
+        click.option("--images", metavar="WHERE", help="Where a dataset's referenced images are (the official "
+                     "release points into CRAG-MM): crag-mm, crag-mm=PATH or a folder of <question id>.jpg."),
         click.option("--variant", type=click.Choice(["multimodal", "text_only"]),
                      help="[default: text_only for the embedded default model, else multimodal]"),
         click.option("--model", metavar="M", help="Candidate model: a packaged name, folder or hub id "
@@ -360,7 +362,7 @@ def _run_config(options: dict[str, Any]) -> Any:
     judge = _model_spec(base.judge, options["judge"], options["judge_backend"], options["judge_options"],
                         options["judge_base_urls"], options["concurrency"], "--judge-option")
     variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
-    fields = {name: options[name] for name in ("dataset", "revision", "limit", "max_tokens", "rationale",
+    fields = {name: options[name] for name in ("dataset", "revision", "images", "limit", "max_tokens", "rationale",
                                                 "judge_retries", "batch_size", "judge_batch_size")
               if options[name] is not None}
     # These two act on this invocation only; they are never inherited from the stored run.

@@ -90,6 +90,17 @@ class CragMMImageResolver:
         return data[self._index[reference]]["image"]
 
 
+def image_resolver(spec: str) -> ImageResolver:
+    """A resolver from its command-line form: ``crag-mm`` (the hub dataset), ``crag-mm=PATH``
+    (a local copy of it) or a folder of images named by question id."""
+    name, _, where = spec.partition("=")
+    if name == "crag-mm":
+        return CragMMImageResolver(where or CRAG_MM_REPO)
+    if Path(spec).is_dir():
+        return FolderImageResolver(spec)
+    raise InputError(f"--images: expected crag-mm, crag-mm=PATH or a folder of images, got {spec!r}")
+
+
 @dataclass
 class GamutQuestion:
     """One benchmark question as the pipeline sees it."""

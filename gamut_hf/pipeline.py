@@ -76,6 +76,7 @@ class RunConfig(BaseModel):
     judge: ModelSpec = ModelSpec()
     limit: int | None = Field(None, ge=1, description="first N questions (after --question-id)")
     question_ids: tuple[str, ...] = ()
+    images: str | None = Field(None, description="where referenced images are: crag-mm, crag-mm=PATH or a folder")
     shard: tuple[int, int] | None = Field(None, description="(i, n): questions whose position is i mod n")
     max_tokens: int = Field(1024, ge=1, description="candidate answer length cap")
     rationale: bool = Field(False, description="judge writes a short rationale before its verdict")
@@ -120,20 +121,14 @@ class QuestionSource:
         import datasets
 
         from gamut_hf.files import InputError
-        from gamut_hf.loader import iter_questions, load_gamut
+        from gamut_hf.loader import image_resolver, iter_questions, load_gamut
 
         self.variant = config.variant
         data = load_gamut(config.dataset, config.variant, revision=config.revision)
         self.data = data
-        has_images = isinstance(data.features.get("image"), datasets.Image)
-        if config.variant == "multimodal" and not has_images:
-            raise InputError(f"{config.dataset}: the multimodal variant needs embedded images")
-        shas: list[str | None] = [None] * len(data)
-        if config.variant == "multimodal":
-            raw = data.cast_column("image", datasets.Image(decode=False))["image"]
-            shas = [hashlib.sha256(image["bytes"] or b"").hexdigest() if image else None for image in raw]
+        self.resolver = None
         questions = [
-            PlannedQuestion(q.id, q.domain, q.prompt(config.variant), q.checks, shas[row], row)
+            PlannedQuestion(q.id, q.domain, q.prompt(config.variant), q.checks, None, row)
             for row, q in enumerate(iter_questions(data, "text_only"))
         ]
         if config.question_ids:
@@ -148,10 +143,32 @@ class QuestionSource:
         if config.shard is not None:
             index, count = config.shard
             questions = questions[index::count]
+        if config.variant == "multimodal":
+            rows = data.select([q.row for q in questions])
+            if isinstance(data.features.get("image"), datasets.Image):
+                # Hash the stored bytes: no image is decoded until a request needs it.
+                raw = rows.cast_column("image", datasets.Image(decode=False))["image"]
+                shas = [hashlib.sha256(image["bytes"] or b"").hexdigest() if image else None for image in raw]
+            else:
+                if config.images is None:
+                    raise InputError(f"{config.dataset}: its images are referenced, not embedded; say where they "
+                                     "are with --images (crag-mm, crag-mm=PATH or a folder)")
+                self.resolver = image_resolver(config.images)
+                shas = [_image_sha(self.resolver(row)) for row in rows]
+            questions = [replace(q, image_sha=sha) for q, sha in zip(questions, shas, strict=True)]
         self.questions = questions
 
     def image(self, question: PlannedQuestion) -> Any:
-        return self.data[question.row]["image"] if self.variant == "multimodal" else None
+        if self.variant != "multimodal":
+            return None
+        row = self.data[question.row]
+        return self.resolver(row) if self.resolver is not None else row["image"]
+
+
+def _image_sha(image: Any) -> str:
+    digest = hashlib.sha256(f"{image.mode}:{image.size}".encode())
+    digest.update(image.tobytes())
+    return digest.hexdigest()
 
 
 # -- keys ------------------------------------------------------------------------------------

@@ -267,3 +267,22 @@ def test_the_default_run_killed_mid_judging_resumes_to_the_same_results(gamut, t
 
 def pq_rows(folder: Path) -> list[dict]:
     return datasets.Dataset.from_parquet(str(folder / "details.parquet")).to_list()
+
+
+def test_referenced_images_are_resolved_with_images_option(gamut, endpoint, tmp_path):
+    from test_dataset import VALID, write_crag_mm, write_official_layout
+
+    from gamut_hf.build import build_dataset
+
+    build_dataset(VALID, tmp_path / "built")
+    write_official_layout(tmp_path / "official", tmp_path / "built")
+    write_crag_mm(tmp_path / "crag", {f"sess-{i}": VALID / "images" / "coffee.png" for i in range(3)})
+    refused = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--dataset", tmp_path / "official")
+    assert refused.code == 2 and "--images" in refused.err
+    done = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--dataset", tmp_path / "official",
+                   "--images", f"crag-mm={tmp_path / 'crag'}")
+    assert done.code == 0, done.err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["variant"] == "multimodal" and results["score"]["questions"] == 3
+    answers = [b for b in endpoint.bodies if not is_judging(b)]
+    assert len(answers) == 3 and all(b["messages"][-1]["content"][0]["type"] == "image_url" for b in answers)
