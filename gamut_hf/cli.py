@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -22,6 +22,9 @@ from gamut_hf.compiler import CompileParams, compile_rubric
 from gamut_hf.files import InputError, read_json, read_jsonl
 from gamut_hf.rubric import Check, MetaRubric, RubricError, parse_checks, parse_meta_rubric
 from gamut_hf.scorer import ScoreParams, ScoringError, score_question
+
+if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
+    from gamut_hf.pipeline import ModelSpec, RunConfig, RunResults
 
 EXIT_BAD_INPUT = 2
 
@@ -327,8 +330,8 @@ def pipeline_options(command: Any) -> Any:
     return command
 
 
-def _model_spec(base: Any, name: str | None, backend: str | None, pairs: tuple[str, ...],
-                base_urls: tuple[str, ...], concurrency: int | None, flag: str) -> Any:
+def _model_spec(base: ModelSpec, name: str | None, backend: str | None, pairs: tuple[str, ...],
+                base_urls: tuple[str, ...], concurrency: int | None, flag: str) -> ModelSpec:
     from gamut_hf.pipeline import ModelSpec
 
     extra = _key_values(pairs, flag)
@@ -345,7 +348,7 @@ def _model_spec(base: Any, name: str | None, backend: str | None, pairs: tuple[s
     return spec
 
 
-def _run_config(options: dict[str, Any]) -> Any:
+def _run_config(options: dict[str, Any]) -> RunConfig:
     from gamut_hf.models import DEFAULT_MODEL
     from gamut_hf.pipeline import RunConfig
     from gamut_hf.store import RunStore, has_store
@@ -377,7 +380,7 @@ def _run_config(options: dict[str, Any]) -> Any:
     return base.model_copy(update={"candidate": candidate, "judge": judge, "variant": variant, **fields})
 
 
-def _print_summary(results: Any, out: str) -> None:
+def _print_summary(results: RunResults, out: str) -> None:
     score = results.score
     tiers = ", ".join(f"{t} {'-' if v is None else f'{v:.1f}'}" for t, v in score.tiers.items())
     shares = ", ".join(f"{k} {100 * v:.1f}%" for k, v in score.verdict_shares.items())
