@@ -281,21 +281,27 @@ class JudgeJob:
     key: str
 
 
+def _answered_checks(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+                     ) -> tuple[dict[str, StoredGeneration], list[JudgeJob]]:
+    """The stored answers (failed ones too) and a job, with its verdict key, for every check of
+    every successfully answered question: what the judge stage works through and scoring reads."""
+    generation_keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions}
+    generations = store.generations(generation_keys.values())
+    jobs: list[JudgeJob] = []
+    for question in questions:
+        generation = generations.get(generation_keys[question.id])
+        if generation is not None and generation.error is None:
+            jobs.extend(JudgeJob(question, generation, check, verdict_key(config.judge, generation, check,
+                                                                          config.rationale))
+                        for check in question.checks)
+    return generations, jobs
+
+
 def _judge_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
                 ) -> tuple[list[JudgeJob], int, int]:
     """The checks still to judge, whole questions together, and how many are stored or unanswerable."""
-    generation_keys = [generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions]
-    generations = store.generations(generation_keys)
-    jobs: list[JudgeJob] = []
-    unanswered = 0
-    for question, key in zip(questions, generation_keys, strict=True):
-        generation = generations.get(key)
-        if generation is None or generation.error is not None:
-            unanswered += len(question.checks)
-            continue
-        for check in question.checks:
-            jobs.append(JudgeJob(question, generation, check, verdict_key(config.judge, generation, check,
-                                                                          config.rationale)))
+    _, jobs = _answered_checks(config, questions, store)
+    unanswered = sum(len(q.checks) for q in questions) - len(jobs)
     if config.retry_errors:
         store.forget_errors(job.key for job in jobs)
     stored = store.verdicts(job.key for job in jobs)
@@ -433,14 +439,8 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
     questions = [PlannedQuestion.from_store(row, i) for i, row in enumerate(store.questions(config.variant))]
     selected = set(info.get("question_ids", [q.id for q in questions]))
     questions = [q for q in questions if q.id in selected]
-    generation_keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions}
-    generations = store.generations(generation_keys.values())
-    verdict_keys: dict[tuple[str, str], str] = {}
-    for q in questions:
-        generation = generations.get(generation_keys[q.id])
-        if generation is not None and generation.error is None:
-            for check in q.checks:
-                verdict_keys[q.id, check.id] = verdict_key(config.judge, generation, check, config.rationale)
+    generations, jobs = _answered_checks(config, questions, store)
+    verdict_keys = {(job.question.id, job.check.id): job.key for job in jobs}
     verdicts = store.verdicts(verdict_keys.values())
 
     per_question: list[tuple[list[Check], dict[str, Outcome]]] = []
