@@ -10,7 +10,6 @@ official release points into CRAG-MM) are resolved by a pluggable :class:`ImageR
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from PIL import Image as PILImage
 from gamut_hf.annotations import QUESTIONS_FILE
 from gamut_hf.features import VARIANTS, Variant, checks_from_rows, meta_rubric_from_rows
 from gamut_hf.files import InputError
+from gamut_hf.models import cache_root
 from gamut_hf.rubric import Check, MetaRubric
 
 SAMPLE_NAME = "gamut-sample"
@@ -119,10 +119,6 @@ class GamutQuestion:
         return self.question if variant == "multimodal" else self.text_question
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("GAMUT_CACHE", Path.home() / ".cache" / "gamut-hf"))
-
-
 def _folder_fingerprint(folder: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
@@ -136,7 +132,7 @@ def built_folder(annotations: str | Path) -> Path:
     from gamut_hf.build import build_dataset
 
     folder = Path(annotations)
-    target = _cache_root() / "built" / f"{folder.name}-{_folder_fingerprint(folder)}"
+    target = cache_root() / "built" / f"{folder.name}-{_folder_fingerprint(folder)}"
     if not (target / "README.md").is_file():
         build_dataset(folder, target, overwrite=True)
     return target

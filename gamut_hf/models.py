@@ -37,6 +37,7 @@ class ModelNotFound(LookupError):
 
 
 def cache_root() -> Path:
+    """gamut-hf's cache (GAMUT_CACHE): converted models here, built datasets (loader.py) too."""
     return Path(os.environ.get("GAMUT_CACHE", Path.home() / ".cache" / "gamut-hf"))
 
 
