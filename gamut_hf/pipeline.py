@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from gamut_hf.backends import load_backend
 from gamut_hf.backends.base import Backend, Completion, model_fingerprint
-from gamut_hf.features import Variant
+from gamut_hf.features import DETAILS_FEATURES, Variant
 from gamut_hf.judge import (
     GENERATE_PROMPT_VERSION,
     JUDGE_PROMPT_VERSION,
@@ -415,10 +415,6 @@ class RunResults(BaseModel):
     stages: list[StageReport] = Field(default_factory=list)
 
 
-DETAIL_COLUMNS = ("question_id", "domain", "check_id", "tier", "kind", "item_id", "check_text", "verdict",
-                  "rationale", "raw")
-
-
 def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
     prompt = sum(r.prompt_tokens or 0 for r in rows)
     cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
@@ -471,23 +467,20 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
         score=run_score, judge_errors=judge_errors, unfinished_checks=unfinished,
         usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
         stages=list(stages))
-    write_outputs(out, results, details)
+    write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES})
     return results
 
 
-def write_outputs(out: str | Path, results: RunResults, details: list[dict[str, Any]]) -> None:
-    """results.json and details.parquet, each written beside and renamed into place."""
+def write_outputs(out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]]) -> None:
+    """results.json and details.parquet (given column by column), each written beside and renamed into place."""
     import datasets
-
-    from gamut_hf.features import DETAILS_FEATURES
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     staging = folder / (RESULTS_FILE + ".partial")
     staging.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
     staging.replace(folder / RESULTS_FILE)
-    table = datasets.Dataset.from_list(details, features=DETAILS_FEATURES) if details else \
-        datasets.Dataset.from_dict({name: [] for name in DETAIL_COLUMNS}, features=DETAILS_FEATURES)
+    table = datasets.Dataset.from_dict(dict(details), features=DETAILS_FEATURES)
     parquet_staging = folder / (DETAILS_FILE + ".partial")
     table.to_parquet(str(parquet_staging))
     parquet_staging.replace(folder / DETAILS_FILE)

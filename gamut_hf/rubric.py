@@ -37,6 +37,14 @@ CHECK_KINDS: tuple[CheckKind, ...] = (
     "fact", "element", "coverage", "option", "step", "order", "full_order", "relationship", "insight"
 )
 
+# The item type each kind of check is emitted by. An ``insight`` check can come from any item
+# type; it takes the type of the other checks of its item, which every item has.
+KIND_ITEM_TYPE: dict[CheckKind, ItemType | None] = {
+    "fact": "knowledge", "element": "strict_list", "coverage": "flexible_list", "option": "flexible_list",
+    "step": "process", "order": "process", "full_order": "process", "relationship": "relationship",
+    "insight": None,
+}
+
 Verdict = Literal["meets", "partially_meets", "missing", "contradicts"]
 VERDICTS: tuple[Verdict, ...] = ("meets", "partially_meets", "missing", "contradicts")
 

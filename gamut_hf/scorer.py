@@ -63,14 +63,22 @@ class VerdictCounts(BaseModel):
         return self.meets + self.partially_meets + self.missing + self.contradicts
 
 
+def verdict_ratio(meets, partially_meets, missing, contradicts, params: ScoreParams = DEFAULT_SCORE_PARAMS):
+    """(M + lambda*P + mu*C) / (M + P + S + |mu|*C) for counts of checks.
+
+    Plain arithmetic, so it works elementwise on numpy arrays as well: the reports compute
+    every tier of every question of a run in one call through here.
+    """
+    mu = params.contradiction_penalty
+    numerator = meets + params.partial_credit * partially_meets + mu * contradicts
+    return numerator / (meets + partially_meets + missing + abs(mu) * contradicts)
+
+
 def tier_score(counts: VerdictCounts, params: ScoreParams = DEFAULT_SCORE_PARAMS) -> float | None:
     """The score of one tier of one question, in [-1, 1]; None when the tier has no checks."""
     if counts.total == 0:
         return None
-    mu = params.contradiction_penalty
-    numerator = counts.meets + params.partial_credit * counts.partially_meets + mu * counts.contradicts
-    denominator = counts.meets + counts.partially_meets + counts.missing + abs(mu) * counts.contradicts
-    return numerator / denominator
+    return verdict_ratio(counts.meets, counts.partially_meets, counts.missing, counts.contradicts, params)
 
 
 class QuestionScore(BaseModel):
