@@ -52,13 +52,19 @@ class Bootstrap:
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
 
-    def interval(self, samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray]) -> Interval:
-        """``statistic(*samples, axis=-1)`` with its interval; samples are paired (one entry per question)."""
-        value = float(statistic(*samples, axis=-1))
-        if len(samples[0]) < 2 or math.isnan(value):
-            return Interval(value, math.nan, math.nan)
+    def intervals(self, samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray]) -> list[Interval]:
+        """``statistic(*samples, axis=-1)``, a vector of statistics, each with its interval.
+
+        The samples are paired (one entry per question) and resampled together, once for all
+        the statistics: the intervals of one run come from the same resamples.
+        """
+        values = np.atleast_1d(statistic(*samples, axis=-1)).astype(float)
+        if len(samples[0]) < 2:
+            return [Interval(v, math.nan, math.nan) for v in values]
         result = self._run(samples, statistic)
-        return Interval(value, float(result.confidence_interval.low), float(result.confidence_interval.high))
+        lows, highs = np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high)
+        return [Interval(v, math.nan, math.nan) if math.isnan(v) else Interval(v, float(lo), float(hi))
+                for v, lo, hi in zip(values, lows, highs)]
 
     def _run(self, samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray]):
         with warnings.catch_warnings():
@@ -76,17 +82,18 @@ class Bootstrap:
         The p-value inverts the percentile interval: twice the share of resampled differences on
         the far side of zero, so p < 0.05 exactly when the 95% interval excludes zero.
         """
-        def mean_difference(x, y, axis=-1):
-            return 100 * np.mean(x - y, axis=axis)
-
-        difference = float(mean_difference(a, b))
+        difference = float(_mean_difference(a, b))
         if len(a) < 2:
             return PairedTest(Interval(difference, math.nan, math.nan), math.nan, len(a))
-        result = self._run((a, b), mean_difference)
+        result = self._run((a, b), _mean_difference)
         spread = result.bootstrap_distribution
         p_value = min(1.0, 2 * min(np.mean(spread <= 0), np.mean(spread >= 0)))
         interval = Interval(difference, float(result.confidence_interval.low), float(result.confidence_interval.high))
         return PairedTest(interval, float(p_value), len(a))
+
+
+def _mean_difference(x, y, axis=-1):
+    return 100 * np.mean(x - y, axis=axis)
 
 
 @dataclass(frozen=True)
@@ -102,10 +109,8 @@ class PairedTest:
 def with_item_types(details: pd.DataFrame) -> pd.Series:
     """The item type of each check row: from its kind, or for an insight from the rest of its item."""
     by_kind = details["kind"].map(KIND_ITEM_TYPE)
-    known = pd.DataFrame({"question_id": details["question_id"], "item_id": details["item_id"], "type": by_kind})
-    per_item = known.dropna().drop_duplicates(["question_id", "item_id"]).set_index(["question_id", "item_id"])["type"]
-    looked_up = pd.MultiIndex.from_frame(details[["question_id", "item_id"]]).map(per_item.to_dict().get)
-    return by_kind.fillna(pd.Series(looked_up, index=details.index)).fillna("unknown")
+    item = details["question_id"] + "\x00" + details["item_id"]
+    return item.map(by_kind.groupby(item).first()).fillna("unknown")
 
 
 def question_table(details: pd.DataFrame, params: ScoreParams = DEFAULT_SCORE_PARAMS) -> pd.DataFrame:
@@ -114,16 +119,21 @@ def question_table(details: pd.DataFrame, params: ScoreParams = DEFAULT_SCORE_PA
 
     ``details`` needs question_id, domain, tier and verdict (one of the four verdicts) per check.
     """
-    order = pd.unique(details["question_id"])
-    counts = pd.crosstab([details["question_id"], details["tier"]], details["verdict"])
-    counts = counts.reindex(columns=list(VERDICTS), fill_value=0)
-    ratio = verdict_ratio(*(counts[v].to_numpy(float) for v in VERDICTS), params)
-    tiers = pd.Series(ratio, index=counts.index).unstack("tier").reindex(index=order, columns=list(TIERS))
+    question_codes, order = pd.factorize(details["question_id"])
+    tier_codes = pd.Categorical(details["tier"], categories=TIERS).codes
+    verdict_codes = pd.Categorical(details["verdict"], categories=VERDICTS).codes
+    if (tier_codes < 0).any() or (verdict_codes < 0).any():
+        raise ValueError("question_table needs a known tier and one of the four verdicts on every check")
+    cells = (question_codes * len(TIERS) + tier_codes) * len(VERDICTS) + verdict_codes
+    counts = np.bincount(cells, minlength=len(order) * len(TIERS) * len(VERDICTS))
+    counts = counts.reshape(len(order), len(TIERS), len(VERDICTS)).astype(float)
+    with np.errstate(invalid="ignore"):  # 0/0 for a tier the question does not have
+        tiers = verdict_ratio(*np.moveaxis(counts, 2, 0), params)
     weights = np.array([params.tier_weights[t] for t in TIERS])
-    present = tiers.notna().to_numpy()
-    weighted = np.where(present, tiers.to_numpy() * weights, 0.0).sum(axis=1)
-    score = weighted / (present * weights).sum(axis=1)
-    table = counts.groupby(level="question_id").sum().reindex(order)
+    present = ~np.isnan(tiers)
+    score = np.where(present, tiers * weights, 0.0).sum(axis=1) / (present * weights).sum(axis=1)
+    table = pd.DataFrame(counts.sum(axis=1).astype(int), index=pd.Index(order, name="question_id"),
+                         columns=list(VERDICTS))
     table["checks"] = table[list(VERDICTS)].sum(axis=1)
     table[list(TIERS)] = tiers
     table["score"] = score
@@ -131,28 +141,25 @@ def question_table(details: pd.DataFrame, params: ScoreParams = DEFAULT_SCORE_PA
     return table
 
 
-def _nanmean(x, axis=-1):
-    return 100 * np.nanmean(x, axis=axis)
+SUMMARY_STATISTICS = ("gamut", *TIERS, *VERDICTS)
 
 
-def _mean(x, axis=-1):
-    return 100 * np.mean(x, axis=axis)
-
-
-def _share(part, whole, axis=-1):
-    return 100 * np.sum(part, axis=axis) / np.sum(whole, axis=axis)
+def _summary_statistics(score, *rest, axis=-1):
+    """Gamut (mean question score), tier scores (over the questions with the tier) and verdict shares, x 100."""
+    tiers, counts, checks = rest[:len(TIERS)], rest[len(TIERS):-1], rest[-1]
+    total = np.sum(checks, axis=axis)
+    return 100 * np.stack([np.mean(score, axis=axis), *(np.nanmean(t, axis=axis) for t in tiers),
+                           *(np.sum(c, axis=axis) / total for c in counts)])
 
 
 def run_summary(questions: pd.DataFrame, bootstrap: Bootstrap) -> dict[str, Interval]:
     """The Table 1 row of a run: Gamut and tier scores (0-100) and verdict shares (%), with intervals."""
-    row = {"gamut": bootstrap.interval((questions["score"].to_numpy(),), _mean)}
-    for tier in TIERS:
-        values = questions[tier].dropna().to_numpy()
-        row[tier] = bootstrap.interval((values,), _nanmean) if len(values) else Interval(math.nan, math.nan, math.nan)
-    checks = questions["checks"].to_numpy(float)
-    for verdict in VERDICTS:
-        row[verdict] = bootstrap.interval((questions[verdict].to_numpy(float), checks), _share)
-    return row
+    columns = ["score", *TIERS, *VERDICTS, "checks"]
+    samples = [questions[c].to_numpy(float) for c in columns]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a tier no question has: NaN, shown as n/a
+        intervals = bootstrap.intervals(samples, _summary_statistics)
+    return dict(zip(SUMMARY_STATISTICS, intervals))
 
 
 def pooled_scores(details: pd.DataFrame, by: str | list[str], params: ScoreParams = DEFAULT_SCORE_PARAMS) -> pd.DataFrame:
@@ -161,7 +168,7 @@ def pooled_scores(details: pd.DataFrame, by: str | list[str], params: ScoreParam
     The pooled score applies the tier formula to all of a group's checks at once: a check-kind
     or item-type breakdown has no per-question weighting to follow.
     """
-    counts = pd.crosstab([details[c] for c in ([by] if isinstance(by, str) else by)], details["verdict"])
+    counts = details.groupby(by)["verdict"].value_counts().unstack(fill_value=0)
     counts = counts.reindex(columns=list(VERDICTS), fill_value=0)
     total = counts.sum(axis=1)
     out = pd.DataFrame({"checks": total})
@@ -214,6 +221,7 @@ class VerdictAgreement:
 
 
 def verdict_agreement(first: Sequence[str], second: Sequence[str]) -> VerdictAgreement:
+    from sklearn.exceptions import UndefinedMetricWarning
     from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
     labels = list(VERDICTS)
@@ -223,9 +231,20 @@ def verdict_agreement(first: Sequence[str], second: Sequence[str]) -> VerdictAgr
     if total == 0:
         return VerdictAgreement(0, math.nan, None, confusion)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # one verdict everywhere: kappa is 0/0
+        # One verdict everywhere: kappa is 0/0, reported as undefined.
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
         kappa = _defined(cohen_kappa_score(list(first), list(second), labels=labels))
     return VerdictAgreement(total, float(np.trace(matrix)) / total, kappa, confusion)
+
+
+def expected_offsets(levels: np.ndarray, offsets: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Offsets at ``at`` predicted by a least-squares line through (level, offset); the mean offset
+    when fewer than 3 points or no spread in level make a line meaningless."""
+    if len(levels) < 3 or np.ptp(levels) == 0:
+        return np.full(len(at), float(np.mean(offsets)))
+    fit = stats.linregress(levels, offsets)
+    return fit.intercept + fit.slope * np.asarray(at, float)
 
 
 # Judge and candidate "from one family" (the self-preference check): the maker's model line.

@@ -12,9 +12,10 @@ model's verdict is ``u`` read through its verdict shares for the check's tier: t
 The tier shares are the paper's overall shares with mass moved between ``meets`` and
 ``missing`` per tier, calibrated so the tier scores come out as the paper's AC / V / Ctx while
 the check-weighted mixture of the tiers keeps the overall shares exactly (the paper's Gamut
-depends on the tier mix, not on the overall shares alone). A lenient judge reads a draw shrunk
-toward ``meets`` plus its own noise per check; the text-only variant shrinks the draw too (the
-named entity makes the task easier).
+depends on the tier mix, not on the overall shares alone). A lenient judge upgrades a share of
+the ``missing`` and ``partially_meets`` verdicts by one step and moves a few verdicts of its own
+at random (judges disagree on single checks); the text-only variant upgrades the same way (the
+named entity makes the task easier). Contradictions stay: leniency is about credit, not facts.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ PAPER_TABLE1: tuple[PaperRow, ...] = tuple(PaperRow(*row) for row in (
 
 class SimulatedJudge(BaseModel):
     name: str
-    leniency: float = Field(0.0, ge=0, lt=1, description="share by which a draw is shrunk toward meets")
-    noise: float = Field(0.0, ge=0, description="standard deviation of this judge's own per-check noise")
+    leniency: float = Field(0.0, ge=0, le=1, description="share of missing and partially_meets verdicts raised one step")
+    noise: float = Field(0.0, ge=0, le=1, description="share of verdicts moved one step either way at random")
 
 
 class SimulationParams(BaseModel):
@@ -84,10 +85,11 @@ class SimulationParams(BaseModel):
     judges: list[SimulatedJudge] = Field(default_factory=lambda: [
         SimulatedJudge(name="Gemini 3.1 Pro"),
         # The paper's Qwen3-VL 235B judge: uniformly more lenient, with its own disagreements.
-        SimulatedJudge(name="Qwen3-VL 235B", leniency=0.07, noise=0.04),
+        SimulatedJudge(name="Qwen3-VL 235B", leniency=0.33, noise=0.05),
     ])
     text_only_easing: float | None = Field(
-        0.12, ge=0, lt=1, description="shrink of every draw in the text-only variant (graded by the first judge); "
+        0.55, ge=0, le=1, description="share of missing and partially_meets verdicts raised one step in the "
+                                     "text-only variant (graded by the first judge); "
                                       "None: no text-only runs")
 
 
@@ -197,11 +199,16 @@ def simulate_runs(out: str | Path, params: SimulationParams = SimulationParams()
         graders.append((params.judges[0], "text_only", params.text_only_easing))
     folders = []
     for judge, variant, easing in graders:
-        noise = judge.noise * rng.standard_normal(len(common))
+        # Drawn once per judge and variant: every model meets the same judge on the same checks.
+        raise_draw, noise_draw, direction = rng.random(len(common)), rng.random(len(common)), rng.random(len(common))
         for row in table:
             draws, shares = models[row.model]
-            read = np.clip(draws * (1 - easing) * (1 - judge.leniency) + noise, 0, np.nextafter(1, 0))
-            verdicts = np.array(VERDICTS)[flat.verdicts(shares, read)]
+            index = flat.verdicts(shares, draws)
+            for chance in (easing, judge.leniency):
+                index = np.where((index == 1) | (index == 2), index - (raise_draw < chance), index)
+            step = np.where(direction < 0.5, -1, 1) * (noise_draw < judge.noise)
+            index = np.clip(index + step, 0, len(VERDICTS) - 1)
+            verdicts = np.array(VERDICTS)[index]
             per_question = np.split(verdicts, np.cumsum(flat.sizes)[:-1])
             run_score = score_run([(cs, dict(zip((c.id for c in cs), vs))) for cs, vs in zip(checks, per_question)])
             results = RunResults(

@@ -1,0 +1,295 @@
+"""`gamut report`: statistics, sections, files, and the validation against the paper.
+
+Runs come from the real CLI: candidates and judges behind a scripted OpenAI-compatible
+endpoint on 127.0.0.1 (hosted APIs are the boundary we fake), plus a real SmolLM2 judge on
+the CPU; the validation runs are the paper's 14 models simulated at full size.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from fake_endpoint import FakeEndpoint, user_text
+from PIL import Image
+
+from gamut_hf.analysis import Bootstrap, model_family, question_table, rank_agreement, verdict_agreement
+from gamut_hf.judge import SYSTEM_PROMPT
+from gamut_hf.loader import iter_questions, load_gamut
+from gamut_hf.rubric import VERDICTS
+from gamut_hf.scorer import score_question
+from gamut_hf.simulate import PAPER_TABLE1
+
+JUDGE_MARK = SYSTEM_PROMPT.splitlines()[0][:40]
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _unit(*parts: str) -> float:
+    return int(hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+
+
+def scripted(body: dict) -> str:
+    """Candidates answer with their name (a 'good' one covers more); judges grade by a fixed draw per check.
+
+    The lenient judge raises missing to partially_meets and partially_meets to meets; the
+    image-less variant (no image in the request) is easier for every candidate.
+    """
+    text = user_text(body)
+    first = body["messages"][0]
+    if not (first["role"] == "system" and first["content"].startswith(JUDGE_MARK)):
+        return f"Answer by {body['model']}: {text[:60]}"
+    check = text.split("\n\nCheck: ", 1)[1].split("\n\n", 1)[0]
+    response = text.split("\n\nCheck: ", 1)[0]
+    quality = 0.55 if "good-model" in response else 0.25
+    if "image_url" not in json.dumps(body["messages"]):
+        quality += 0.15
+    u = _unit(check, response.split(":", 1)[0])
+    verdict = 0 if u < quality else 1 if u < quality + 0.15 else 2 if u < 0.93 else 3
+    if body["model"] == "lenient-judge" and verdict in (1, 2):
+        verdict -= 1
+    return json.dumps({"verdict": VERDICTS[verdict]})
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    server = FakeEndpoint(responder=scripted)
+    yield server
+    server.stop()
+
+
+def api_run(gamut, out: Path, url: str, model: str, judge: str, variant: str, limit: int = 10):
+    done = gamut("run", "--out", out, "--model", model, "--backend", "openai", "--base-url", url,
+                 "--judge", judge, "--judge-backend", "openai", "--judge-base-url", url,
+                 "--variant", variant, "--limit", str(limit))
+    assert done.code == 0, done.err
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_runs(tmp_path_factory, endpoint):
+    """Three candidates (one with a hostile name) x two judges x both variants, through the real CLI."""
+    from conftest import run_gamut
+
+    root = tmp_path_factory.mktemp("runs")
+    folders = []
+    for model in ("good-model", "poor-model", HOSTILE):
+        for judge in ("strict-judge", "lenient-judge"):
+            for variant in ("multimodal", "text_only"):
+                name = f"{_slug(model)}-{judge}-{variant}"
+                folders.append(api_run(run_gamut, root / name, endpoint.url, model, judge, variant))
+    return root, folders
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def test_a_report_on_real_runs_has_every_section_and_agrees_with_the_runs(gamut, real_runs, tmp_path):
+    root, folders = real_runs
+    out = tmp_path / "report"
+    done = gamut("report", root, "--out", out, "--resamples", "1000")
+    assert done.code == 0, done.err
+    assert "left out" not in done.out
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    for title in ("## Leaderboard", "## Judge robustness", "## Text-only against multimodal", "## Breakdowns",
+                  "## The paper's claims on these runs"):
+        assert title in markdown
+
+    # Each leaderboard row is its run's own score, and the order is by score.
+    for variant in ("multimodal", "text_only"):
+        for judge in ("strict-judge", "lenient-judge"):
+            rows = read_csv(out / "tables" / f"leaderboard-{_slug(variant)}-{judge}.csv")
+            assert [float(r["gamut"]) for r in rows] == sorted((float(r["gamut"]) for r in rows), reverse=True)
+            for row in rows:
+                results = json.loads((Path(row["run"]) / "results.json").read_text())
+                assert float(row["gamut"]) == pytest.approx(results["score"]["gamut"], abs=1e-9)
+                assert float(row["gamut_low"]) <= float(row["gamut"]) <= float(row["gamut_high"])
+                assert float(row["meets"]) == pytest.approx(100 * results["score"]["verdict_shares"]["meets"])
+            assert rows[0]["model"] == "good-model"
+
+    # The lenient judge is reported as such, on every candidate.
+    leniency = {(r["variant"], r["judge"]): float(r["mean offset"]) for r in read_csv(out / "tables" / "judge-leniency.csv")}
+    assert leniency[("multimodal", "lenient-judge")] > 0 > leniency[("multimodal", "strict-judge")]
+    assert "Mean offset: lenient-judge scores" in markdown and "higher on 3 of 3 models: uniformly more lenient" in markdown
+    [confusion_csv] = (out / "tables").glob("confusion-multimodal-*.csv")
+    confusion = pd.read_csv(confusion_csv, index_col=0)
+    if "strict-judge: meets" not in confusion.index:
+        confusion = confusion.T
+    assert confusion.loc["strict-judge: contradicts", "lenient-judge: contradicts"] > 0
+    assert confusion.loc["strict-judge: meets", "lenient-judge: missing"] == 0  # never stricter
+
+    # Dropping the image helps every candidate (the scripted judge is kinder without one).
+    gains = read_csv(out / "tables" / "variants-strict-judge.csv")
+    assert len(gains) == 3 and all(float(r["gain"]) > 0 for r in gains)
+
+    # Breakdowns cover the sample's domains and every item type present.
+    domains = read_csv(out / "tables" / "domains-multimodal-strict-judge.csv")
+    sample = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))[:10]
+    assert set(domains[0]) - {"model"} == {q.domain for q in sample}
+    kinds = read_csv(out / "tables" / "kind-multimodal-strict-judge.csv")
+    assert {"fact", "coverage"} <= {r["kind"] for r in kinds}
+    assert read_csv(out / "tables" / "hardest-multimodal-strict-judge.csv")
+
+    # The HTML stands alone, and a hostile model name is text, not markup.
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert HOSTILE not in page and html_escaped(HOSTILE) in page
+    assert HOSTILE not in markdown
+    assert re.findall(r"<img [^>]*src='([^']*)'", page) and all(
+        src.startswith("data:image/png;base64,") for src in re.findall(r"<img [^>]*src='([^']*)'", page))
+    assert "http://" not in page and "https://" not in page
+    for png in (out / "figures").glob("*.png"):
+        with Image.open(png) as image:
+            assert image.size[0] > 200
+
+
+def html_escaped(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def test_a_report_on_one_run_says_which_sections_it_left_out_and_why(gamut, real_runs, tmp_path):
+    _, folders = real_runs
+    done = gamut("report", folders[0], "--out", tmp_path / "one")
+    assert done.code == 0, done.err
+    assert "left out Judge robustness: needs two judges grading the same candidate" in done.out
+    assert "left out Text-only against multimodal: needs the same candidate and judge on both variants" in done.out
+    markdown = (tmp_path / "one" / "report.md").read_text()
+    assert "Left out: Judge robustness" in markdown and "## Leaderboard" in markdown
+
+
+def test_a_real_model_judge_joins_the_report(gamut, real_runs, tmp_path):
+    """SmolLM2 (transformers, CPU) judges the stored answers of one scripted run: a second, real judge."""
+    _, folders = real_runs
+    strict_run = next(f for f in folders if f.name == "good-model-strict-judge-text_only")
+    real = tmp_path / "smollm-judge"
+    import shutil
+
+    shutil.copytree(strict_run, real)
+    done = gamut("judge", "--out", real, "--judge", "smollm2-135m", "--judge-backend", "transformers", "--limit", "2")
+    assert done.code == 0, done.err
+    done = gamut("report", real, strict_run, "--out", tmp_path / "report", "--resamples", "1000")
+    assert done.code == 0, done.err
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "## Judge robustness" in markdown and "judge smollm2-135m" in markdown
+    # The real judge graded 2 questions, the scripted one 10: the comparison says so.
+    assert "over different questions (2 and 10)" in markdown
+    agreement = re.search(r"Per-check agreement over (\d+) checks", markdown)
+    assert agreement and 0 < int(agreement.group(1)) < 60
+
+
+def test_bad_report_inputs_are_one_line_errors_and_unscored_runs_are_excluded(gamut, real_runs, tmp_path):
+    _, folders = real_runs
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = gamut("report", empty, "--out", tmp_path / "r")
+    assert done.code == 2 and done.err.count("\n") == 1 and "not a run folder" in done.err
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "results.json").write_text('{"model": 3}')
+    done = gamut("report", broken, "--out", tmp_path / "r")
+    assert done.code == 2 and "results.json" in done.err and "Traceback" not in done.err
+
+    blocked = tmp_path / "blocked"
+    import shutil
+
+    shutil.copytree(folders[0], blocked)
+    results = json.loads((blocked / "results.json").read_text())
+    results["score"]["gamut"] = None
+    results["judge_errors"] = 3
+    (blocked / "results.json").write_text(json.dumps(results))
+    done = gamut("report", blocked, folders[2], "--out", tmp_path / "r")
+    assert done.code == 0, done.err
+    assert f"excluded {blocked}: no score: 3 judge errors" in done.err
+    assert "1 of 2 runs scored" in done.out
+
+    done = gamut("report", folders[0], folders[0], "--out", tmp_path / "r")
+    assert done.code == 0  # the same folder twice is read once
+    twin = tmp_path / "twin"
+    shutil.copytree(folders[0], twin)
+    done = gamut("report", folders[0], twin, "--out", tmp_path / "r")
+    assert done.code == 2 and "a second run of" in done.err
+
+
+# -- the statistics on their own -----------------------------------------------------------
+
+
+def test_question_table_scores_every_question_as_the_scorer_does():
+    questions = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))
+    rng = np.random.default_rng(3)
+    rows, expected = [], {}
+    for q in questions:
+        verdicts = {c.id: VERDICTS[rng.integers(4)] for c in q.checks}
+        expected[q.id] = score_question(q.checks, verdicts)
+        rows += [{"question_id": q.id, "domain": q.domain, "tier": c.tier, "verdict": verdicts[c.id]} for c in q.checks]
+    table = question_table(pd.DataFrame(rows))
+    assert list(table.index) == [q.id for q in questions]
+    for qid, score in expected.items():
+        assert table.loc[qid, "score"] == pytest.approx(score.score, abs=1e-12)
+        for tier, value in score.tiers.items():
+            assert (np.isnan(table.loc[qid, tier]) if value is None else table.loc[qid, tier] == pytest.approx(value))
+
+
+def test_bootstrap_intervals_are_seeded_and_paired_tests_see_real_differences():
+    rng = np.random.default_rng(0)
+    a = rng.normal(0.5, 0.3, 400)
+    boot = Bootstrap(resamples=1000, seed=7)
+    first = boot.intervals([a], lambda x, axis=-1: np.mean(x, axis=axis))[0]
+    assert first == boot.intervals([a], lambda x, axis=-1: np.mean(x, axis=axis))[0]
+    assert first.low < first.value < first.high
+    assert boot.paired_difference(a + 0.05, a + rng.normal(0, 0.01, 400)).p_value < 0.01
+    same = boot.paired_difference(a, a[rng.permutation(400)] * 0 + a)
+    assert same.p_value == 1.0 and same.difference.value == 0
+
+
+def test_agreement_statistics():
+    perfect = verdict_agreement(["meets", "missing", "contradicts"] * 5, ["meets", "missing", "contradicts"] * 5)
+    assert perfect.kappa == pytest.approx(1.0) and perfect.agreement == 1.0
+    assert verdict_agreement(["missing"] * 6, ["missing"] * 6).kappa is None  # one verdict everywhere
+    assert rank_agreement([3, 2, 1], [30, 20, 10]).kendall_tau == pytest.approx(1.0)
+    assert rank_agreement([1, 2], [2, 1]).kendall_tau is None
+    assert [model_family(n) for n in ("Qwen/Qwen3-VL-8B-Instruct", "GPT-5.4", "o3", "claude-opus-4-8",
+                                      "Llama 4 Scout", "smollm2-135m")] == ["qwen", "gpt", "gpt", "claude", "llama",
+                                                                            "smollm"]
+
+
+# -- validation at the paper's scale -------------------------------------------------------
+
+
+def test_simulated_paper_runs_give_back_the_papers_shares_order_and_lenient_judge(gamut, tmp_path):
+    runs, out = tmp_path / "sim", tmp_path / "report"
+    assert gamut("simulate", runs).code == 0
+    done = gamut("report", runs, "--out", out)
+    assert done.code == 0, done.err
+
+    rows = read_csv(out / "tables" / "leaderboard-multimodal-gemini-3-1-pro.csv")
+    assert [r["model"] for r in rows] == [p.model for p in PAPER_TABLE1]
+    worst = 0.0
+    for row, paper in zip(rows, PAPER_TABLE1):
+        assert int(row["questions"]) == 1813
+        for verdict in VERDICTS:
+            standard_error = (float(row[f"{verdict}_high"]) - float(row[f"{verdict}_low"])) / (2 * 1.96)
+            worst = max(worst, abs(float(row[verdict]) - getattr(paper, verdict)) / standard_error)
+    assert worst < 4, f"a verdict share is {worst:.1f} standard errors from the paper's"
+
+    judges = read_csv(out / "tables" / "judges-multimodal-gemini-3-1-pro-vs-qwen3-vl-235b.csv")
+    assert len(judges) == 14 and all(float(r["difference"]) > 0 for r in judges)
+    leniency = {r["judge"]: float(r["mean offset"]) for r in read_csv(out / "tables" / "judge-leniency.csv")}
+    assert leniency["Qwen3-VL 235B"] > 1 and leniency["Gemini 3.1 Pro"] < -1
+    markdown = (out / "report.md").read_text()
+    assert "Mean offset: Qwen3-VL 235B scores" in markdown and "higher on 14 of 14 models: uniformly more lenient" in markdown
+    tau = float(re.search(r"Rank agreement over 14 models: Kendall tau ([0-9.]+)", markdown).group(1))
+    assert tau >= 0.9
+    assert "missing exceeds contradicts for 14 of 14 models" in markdown
