@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from gamut_hf import analysis
+from gamut_hf import analysis, figures
 from gamut_hf.analysis import Bootstrap, Interval
 from gamut_hf.files import InputError
 from gamut_hf.rubric import TIERS, VERDICTS
@@ -235,6 +235,11 @@ def _groups(runs: list[Run], bootstrap: Bootstrap) -> list[Group]:
     return sorted(groups, key=lambda g: (g.variant != "multimodal", -len(g.runs), g.judge))
 
 
+def _summaries(groups: list[Group]) -> dict[int, dict[str, Interval]]:
+    """Every scored run's Table 1 row, by id(run)."""
+    return {id(r): g.summaries[id(r)] for g in groups for r in g.runs}
+
+
 def _paired(a: Run, b: Run, bootstrap: Bootstrap) -> analysis.PairedTest:
     common = a.questions.index.intersection(b.questions.index)
     return bootstrap.paired_difference(a.questions.loc[common, "score"].to_numpy(),
@@ -274,8 +279,6 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
                                   "comparable one to one; the paired tests use the questions they share.")
         shares = pd.DataFrame({v: [group.summaries[id(r)][v].value for r in group.runs] for v in VERDICTS},
                               index=[r.model for r in group.runs])
-        from gamut_hf import figures
-
         section.blocks.append(_figure(f"verdicts-{group.slug}", f"Verdict shares per model: {group.title}",
                                       figures.verdict_bars(shares, group.title)))
     return section
@@ -304,15 +307,13 @@ def judge_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) ->
         section.omitted = (f"needs two judges grading the same candidate on the same variant; these runs have "
                            f"{len(judges)} judge{'s' if len(judges) != 1 else ''} and no candidate graded twice")
         return section
-    summary = {id(r): g.summaries[id(r)] for g in groups for r in g.runs}
+    summary = _summaries(groups)
     section.blocks.append(
         "For each pair of judges: both judges' Gamut scores for every candidate they share, how the two rankings "
-        "agree (Kendall tau, Spearman rho), the largest absolute difference, the mean offset (second minus first: "
-        "positive means the second judge is more lenient), per-check verdict agreement (Cohen's kappa over the "
-        "same responses and checks), and self-preference: a judge's offset on candidates of its own family minus "
-        "its offset on the others.")
-    from gamut_hf import figures
-
+        "agree (Kendall tau, Spearman rho), the largest absolute difference, the mean offset (from the more lenient "
+        "judge's side), per-check verdict agreement (Cohen's kappa over the same responses and checks), and "
+        "self-preference: a judge's offset on candidates of its own family beyond the offset expected at their "
+        "level from the other candidates.")
     for variant, by_pair in pairs.items():
         for (first, second), shared in by_pair.items():
             models = list(shared)
@@ -443,14 +444,12 @@ def variant_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) 
                            f"{' and '.join(variants)} only" if len(variants) == 1 else
                            "needs the same candidate and judge on both variants; no candidate has both under one judge")
         return section
-    summary = {id(r): g.summaries[id(r)] for g in groups for r in g.runs}
+    summary = _summaries(groups)
     section.blocks.append(
         "Per model: the Gamut score on each variant and the gain from dropping the image (text-only minus "
         "multimodal, paired over the questions in both variants, with its 95% interval); then whether the ranking "
         "survives (rank correlation) and whether the gain depends on how good the model is (Pearson r of gain "
         "with the multimodal score).")
-    from gamut_hf import figures
-
     for judge in judges:
         models = [m for m in dict.fromkeys(r.model for r in runs)
                   if (judge, m, "multimodal") in by_cell and (judge, m, "text_only") in by_cell]
@@ -491,8 +490,6 @@ def breakdown_section(groups: list[Group], top: int) -> Section:
         "Per leaderboard: the Gamut score on each domain's questions; verdict shares per tier; the pooled score "
         "(the tier formula over all checks of the kind, 0-100) per item type and per check kind; and the questions "
         "with the most missing and contradicted checks across the models.")
-    from gamut_hf import figures
-
     for group in groups:
         models = [r.model for r in group.runs]
         by_domain = pd.DataFrame({r.model: 100 * r.questions.groupby("domain", sort=True)["score"].mean()
@@ -508,7 +505,9 @@ def breakdown_section(groups: list[Group], top: int) -> Section:
                           ("kind", "Pooled score per check kind")):
             pooled = pd.concat({r.model: analysis.pooled_scores(r.details, by) for r in group.runs}, names=["model"])
             pooled = pooled.reset_index()
-            if by == "tier":
+            if by == "tier":  # leaderboard order, tiers by importance
+                pooled = pooled.assign(model=pd.Categorical(pooled["model"], models),
+                                       tier=pd.Categorical(pooled["tier"], TIERS)).sort_values(["model", "tier"])
                 shown = pooled.assign(tier=pooled["tier"].map(TIER_LABELS))
                 shown = shown.rename(columns=VERDICT_LABELS)[["model", "tier", "checks", *VERDICT_LABELS.values()]]
                 shown = shown.assign(**{c: shown[c].map(_fmt) for c in VERDICT_LABELS.values()})
@@ -541,7 +540,7 @@ def _hardest(group: Group, top: int) -> Table:
                                           f"(mean over {len(group.runs)} models): {group.title}", shown, worst)
 
 
-def claims_section(groups: list[Group], sections: dict[str, Section], bootstrap: Bootstrap) -> Section:
+def claims_section(groups: list[Group], sections: dict[str, Section]) -> Section:
     """The paper's four claims, each checked on these runs where they can be."""
     section = Section("The paper's claims on these runs")
     lines = []
@@ -617,9 +616,8 @@ def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap
     sections["judges"] = judge_section(scored, groups, bootstrap)
     sections["variants"] = variant_section(scored, groups, bootstrap)
     sections["breakdowns"] = breakdown_section(groups, top)
-    claims = claims_section(groups, sections, bootstrap)
+    sections["claims"] = claims_section(groups, sections)
     order = ["runs", "claims", "leaderboard", "judges", "variants", "breakdowns"]
-    sections["claims"] = claims
     return Report([sections[k] for k in order], runs)
 
 
