@@ -112,3 +112,10 @@ DETAILS_FEATURES = Features({
     "rationale": Value("string"),
     "raw": Value("string"),
 })
+
+# responses.parquet: the candidate's answer to each question of a run (what the judge read).
+RESPONSES_FEATURES = Features({
+    "question_id": Value("string"),
+    "response": Value("string"),
+    "error": Value("string"),
+})

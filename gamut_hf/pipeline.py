@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from gamut_hf.backends import load_backend
 from gamut_hf.backends.base import Backend, Completion, model_fingerprint
-from gamut_hf.features import DETAILS_FEATURES, Variant
+from gamut_hf.features import DETAILS_FEATURES, RESPONSES_FEATURES, Variant
 from gamut_hf.judge import (
     GENERATE_PROMPT_VERSION,
     JUDGE_PROMPT_VERSION,
@@ -46,6 +46,7 @@ from gamut_hf.store import RunStore, StoredGeneration, StoredQuestion, StoredVer
 
 RESULTS_FILE = "results.json"
 DETAILS_FILE = "details.parquet"
+RESPONSES_FILE = "responses.parquet"
 
 
 class ModelSpec(BaseModel):
@@ -467,25 +468,33 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
         score=run_score, judge_errors=judge_errors, unfinished_checks=unfinished,
         usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
         stages=list(stages))
-    write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES})
+    by_question = {g.question_id: g for g in generations.values()}
+    answered = [by_question[q.id] for q in questions if q.id in by_question]
+    responses = {"question_id": [g.question_id for g in answered], "response": [g.response for g in answered],
+                 "error": [g.error for g in answered]}
+    write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
     return results
 
 
-def write_outputs(out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]]) -> None:
-    """results.json and details.parquet (given column by column), each written beside and renamed into place."""
+def write_outputs(out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]],
+                  responses: Mapping[str, Sequence[Any]]) -> None:
+    """results.json, details.parquet and responses.parquet (tables given column by column), each
+    written beside and renamed into place."""
     import datasets
     import pyarrow.parquet as pq
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
+    # pyarrow directly: the datasets file (features in the schema metadata), without a progress bar.
+    for name, columns, features in ((DETAILS_FILE, details, DETAILS_FEATURES),
+                                    (RESPONSES_FILE, responses, RESPONSES_FEATURES)):
+        staging = folder / (name + ".partial")
+        pq.write_table(datasets.Dataset.from_dict(dict(columns), features=features).data.table, staging)
+        staging.replace(folder / name)
+    # results.json last: a folder with it is a complete run.
     staging = folder / (RESULTS_FILE + ".partial")
     staging.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
     staging.replace(folder / RESULTS_FILE)
-    table = datasets.Dataset.from_dict(dict(details), features=DETAILS_FEATURES)
-    parquet_staging = folder / (DETAILS_FILE + ".partial")
-    # pyarrow directly: the same file (features in the schema metadata), without a progress bar per run.
-    pq.write_table(table.data.table, parquet_staging)
-    parquet_staging.replace(folder / DETAILS_FILE)
 
 
 # -- the whole run ---------------------------------------------------------------------------

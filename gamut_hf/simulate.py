@@ -220,6 +220,9 @@ def simulate_runs(out: str | Path, params: SimulationParams = SimulationParams()
                 variant=variant, prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
                 score=run_score, judge_errors=0, unfinished_checks=0, usage={})
             folder = Path(out) / f"{_slug(row.model)}__{_slug(judge.name)}__{variant}"
-            write_outputs(folder, results, {**columns, "verdict": verdicts.tolist(), "rationale": blank, "raw": blank})
+            responses = {"question_id": [q["id"] for q in questions], "error": [None] * len(questions),
+                         "response": [f"A simulated answer of {row.model} to {q['id']}." for q in questions]}
+            write_outputs(folder, results, {**columns, "verdict": verdicts.tolist(), "rationale": blank, "raw": blank},
+                          responses)
             folders.append(folder)
     return folders

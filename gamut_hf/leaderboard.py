@@ -1,0 +1,79 @@
+"""The leaderboard's data: a folder of result folders, one per model, variant and judge.
+
+A result folder is what ``gamut run`` writes (results.json, details.parquet, responses.parquet),
+with an optional ``model.json`` (the submitter's card: :class:`gamut_hf.submission.ModelInfo`
+plus who submitted it and whether it is partial). Runs without a card show their model name
+and "unknown" type and size.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from gamut_hf.analysis import Bootstrap, run_summary
+from gamut_hf.report import Run, load_run
+from gamut_hf.rubric import TIERS, VERDICTS
+
+CARD_FILE = "model.json"
+LEADERBOARD_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions", "Gamut", "Gamut 95% CI",
+                       "AC", "V", "Ctx", "% meets", "% partial", "% missing", "% contra"]
+
+
+@dataclass
+class Entry:
+    """One result folder, loaded."""
+
+    key: str  # the folder's name: the id the Space uses for it
+    run: Run
+    card: dict
+
+    @property
+    def label(self) -> str:
+        return self.card.get("name") or self.run.model
+
+
+def load_entries(root: str | Path) -> list[Entry]:
+    """Every scored result folder under ``root`` (a folder of result folders), by folder name."""
+    entries = []
+    for results in sorted(Path(root).glob("*/results.json")):
+        folder = results.parent
+        run = load_run(folder)
+        if not run.scored:
+            continue
+        card_path = folder / CARD_FILE
+        card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
+        run.model = card.get("name") or str(run.results.model.get("model"))
+        run.judge = str(run.results.judge.get("model"))
+        entries.append(Entry(folder.name, run, card))
+    return entries
+
+
+def _size(card: dict) -> float | None:
+    value = card.get("parameters_billions")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def leaderboard_table(entries: list[Entry], bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
+    """One row per entry with the Table 1 figures; numbers stay numbers so the browser sorts them."""
+    rows = []
+    for entry in entries:
+        summary = run_summary(entry.run.questions, bootstrap)
+        gamut = summary["gamut"]
+        partial = " (partial)" if entry.card.get("partial") else ""
+        rows.append({
+            "model": entry.label + partial, "type": entry.card.get("access", "unknown"),
+            "size (B)": _size(entry.card), "variant": entry.run.variant, "judge": entry.run.judge,
+            "questions": len(entry.run.questions), "Gamut": round(gamut.value, 1),
+            "Gamut 95% CI": "" if math.isnan(gamut.low) else f"[{gamut.low:.1f}, {gamut.high:.1f}]",
+            **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
+            **{label: round(summary[v].value, 1) for label, v in
+               zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS)},
+            "key": entry.key,
+        })
+    table = pd.DataFrame(rows, columns=[*LEADERBOARD_COLUMNS, "key"])
+    return table.sort_values("Gamut", ascending=False, ignore_index=True)
