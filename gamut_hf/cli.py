@@ -527,6 +527,52 @@ def simulate(out: str, questions: int, seed: int, text_only: bool) -> None:
     click.echo(f"wrote {len(folders)} simulated runs under {out}")
 
 
+# -- the leaderboard Space --------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--requests", "requests_dir", required=True, metavar="DIR", help="Request files (the Space's queue).")
+@click.option("--results", "results_dir", required=True, metavar="DIR", help="Result folders, one per submission.")
+@click.option("--dataset", default="gamut-sample", show_default=True, metavar="SOURCE", help="The questions judged.")
+@click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m].")
+@click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers].")
+@click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
+@click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL", help="Judge endpoint(s) (openai).")
+@click.option("--once", is_flag=True, help="Stop when the queue is empty instead of waiting for more.")
+@click.option("--poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between looks.")
+def worker(requests_dir: str, results_dir: str, dataset: str, judge: str | None, judge_backend: str | None,
+           judge_options: tuple[str, ...], judge_base_urls: tuple[str, ...], once: bool, poll: float) -> None:
+    """Judge queued submissions (PENDING -> RUNNING -> FINISHED or FAILED) into result folders."""
+    from gamut_hf.pipeline import RunConfig
+    from gamut_hf.request_files import RequestQueue
+    from gamut_hf.worker import serve
+
+    judge_spec = _model_spec(RunConfig().judge, judge, judge_backend, judge_options, judge_base_urls, None,
+                             "--judge-option")
+    queue = RequestQueue(requests_dir)
+    handled = serve(queue, Path(results_dir), Path(requests_dir) / ".work", dataset, judge_spec, once=once, poll=poll,
+                    echo=lambda line: click.echo(line, err=True))
+    click.echo(f"handled {handled} submission(s)")
+
+
+@cli.command()
+@click.option("--results", "results_dir", default="runs", show_default=True, metavar="DIR",
+              help="Folder of result folders (each a `gamut run` output, optionally with model.json).")
+@click.option("--requests", "requests_dir", default=None, metavar="DIR",
+              help="Request files for submissions [default: RESULTS/../requests].")
+@click.option("--dataset", default="gamut-sample", show_default=True, metavar="SOURCE",
+              help="Where question texts, images and meta-rubrics come from ('' for none).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=7860, show_default=True)
+def space(results_dir: str, requests_dir: str | None, dataset: str, host: str, port: int) -> None:
+    """Serve the leaderboard Space locally over result folders."""
+    from gamut_hf.space import SpaceConfig, build_app
+
+    config = SpaceConfig(results=Path(results_dir), requests=Path(requests_dir or Path(results_dir).parent / "requests"),
+                         dataset=dataset or None)
+    build_app(config).launch(server_name=host, server_port=port)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line and exit 2 on bad input, never a traceback."""
     try:

@@ -271,6 +271,18 @@ def generate(config: RunConfig, source: QuestionSource, store: RunStore, echo: E
     return report
 
 
+def import_answers(config: RunConfig, source: QuestionSource, store: RunStore, responses: Mapping[str, str]) -> int:
+    """Store given answers (a submission's) as the candidate's generations, under the keys the
+    generate stage would use: the judge stage and scoring then treat them like any other answers."""
+    fingerprint = json.dumps(config.candidate.fingerprint(), sort_keys=True)
+    rows = [{"key": generation_key(config.candidate, q, config.variant, config.max_tokens), "question_id": q.id,
+             "variant": config.variant, "model": fingerprint, "response": responses[q.id], "error": None,
+             "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+            for q in source.questions if q.id in responses]
+    store.add_generations(rows)
+    return len(rows)
+
+
 # -- stage 2: judge --------------------------------------------------------------------------
 
 

@@ -1,0 +1,312 @@
+"""The leaderboard Space: leaderboard, failure browser, analysis and judged submissions.
+
+``build_app`` is the factory both ``gamut space`` (local result folders) and ``space/app.py``
+(a Hugging Face Space, folders synced with the hub) call. Sign-in exists only inside a Space:
+outside one, a ``gr.LoginButton`` needs a hub token to even build, so locally every
+submission is made as the user "local".
+
+Safety: every user-supplied string reaches the page either through a component that shows
+text (Dataframe "str" cells, Textbox) or through ``html.escape`` (see failures.py); uploads
+are parsed as JSON text, never executed or unpickled, and never name a path.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from gamut_hf.analysis import Bootstrap
+from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
+from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_table, load_entries
+from gamut_hf.request_files import RequestQueue
+from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
+
+LOCAL_USER = "local"
+DEFAULT_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "Gamut", "Gamut 95% CI", "AC", "V", "Ctx",
+                   "% meets", "% missing", "% contra"]
+SIZE_BUCKETS = {"under 10B": (0, 10), "10B to 100B": (10, 100), "over 100B": (100, float("inf")), "unknown": None}
+
+
+def in_space() -> bool:
+    """Inside a Hugging Face Space with OAuth enabled (``hf_oauth: true``)."""
+    return bool(os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID"))
+
+
+@dataclass
+class SpaceConfig:
+    results: Path
+    requests: Path
+    dataset: str | None = "gamut-sample"
+    login: bool = field(default_factory=in_space)
+    resamples: int = 1000
+
+
+class SpaceData:
+    """What the tabs show, rebuilt when the result folders change (a worker finished a submission)."""
+
+    def __init__(self, config: SpaceConfig):
+        self.config = config
+        self.questions: dict[str, QuestionInfo] = dataset_questions(config.dataset) if config.dataset else {}
+        self.signature: tuple = ()
+        self.refresh()
+
+    def _signature(self) -> tuple:
+        return tuple((p.parent.name, p.stat().st_mtime_ns) for p in sorted(self.config.results.glob("*/results.json")))
+
+    def refresh(self) -> bool:
+        """Reload if a result folder appeared or changed; True when it did."""
+        signature = self._signature()
+        if signature == self.signature:
+            return False
+        self.signature = signature
+        self.entries: list[Entry] = load_entries(self.config.results) if self.config.results.is_dir() else []
+        self.board = leaderboard_table(self.entries, Bootstrap(resamples=self.config.resamples))
+        self.index = FailureIndex(self.entries, self.questions) if self.entries else None
+        self.report = None  # built when the Analysis tab is first opened
+        return True
+
+    def analysis(self):
+        if self.report is None and self.entries:
+            from gamut_hf.report import build_report
+
+            self.report = build_report([e.run.folder for e in self.entries], Bootstrap(resamples=self.config.resamples))
+        return self.report
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        return [(f"{row.model} · {row.variant} · judge {row.judge}", row.key) for row in self.board.itertuples()]
+
+
+# -- leaderboard -----------------------------------------------------------------------------
+
+
+def filter_board(board: pd.DataFrame, types: list[str], variants: list[str], judges: list[str],
+                 sizes: list[str], columns: list[str]) -> pd.DataFrame:
+    mask = board["type"].isin(types) & board["variant"].isin(variants) & board["judge"].isin(judges)
+    size = pd.to_numeric(board["size (B)"], errors="coerce")
+    in_bucket = pd.Series(False, index=board.index)
+    for bucket in sizes:
+        bounds = SIZE_BUCKETS.get(bucket)
+        in_bucket |= size.isna() if bounds is None else ((size >= bounds[0]) & (size < bounds[1]))
+    shown = [c for c in LEADERBOARD_COLUMNS if c in columns or c == "model"]
+    return board[mask & in_bucket][shown + ["key"]]
+
+
+def _png(png: bytes):
+    from PIL import Image
+
+    return Image.open(io.BytesIO(png))
+
+
+def build_app(config: SpaceConfig) -> gr.Blocks:
+    data = SpaceData(config)
+    queue = RequestQueue(config.requests)
+    known_ids = list(data.questions)
+
+    with gr.Blocks(title="GAMUT leaderboard") as app:
+        gr.Markdown("# GAMUT: factual completeness of long answers\nScores are computed here from the judge's "
+                    "verdicts on every check; intervals are 95% bootstrap intervals over questions.")
+        with gr.Tabs(selected="leaderboard") as tabs:
+            # -- leaderboard --
+            with gr.Tab("Leaderboard", id="leaderboard"):
+                board = data.board
+                with gr.Row():
+                    types = gr.CheckboxGroup(["open", "proprietary", "unknown"], value=["open", "proprietary", "unknown"],
+                                             label="Model type", elem_id="filter-type")
+                    variants = gr.CheckboxGroup(["multimodal", "text_only"], value=["multimodal", "text_only"],
+                                                label="Variant", elem_id="filter-variant")
+                    judges = gr.CheckboxGroup(sorted(board["judge"].unique()), value=sorted(board["judge"].unique()),
+                                              label="Judge", elem_id="filter-judge")
+                    sizes = gr.CheckboxGroup(list(SIZE_BUCKETS), value=list(SIZE_BUCKETS), label="Size",
+                                             elem_id="filter-size")
+                columns = gr.CheckboxGroup(LEADERBOARD_COLUMNS[1:], value=DEFAULT_COLUMNS[1:], label="Columns",
+                                           elem_id="columns")
+                shown_keys = gr.State(list(board["key"]))
+                table = gr.Dataframe(filter_board(board, ["open", "proprietary", "unknown"], ["multimodal", "text_only"],
+                                                  list(board["judge"].unique()), list(SIZE_BUCKETS), DEFAULT_COLUMNS)
+                                     .drop(columns="key"),
+                                     show_search="search", interactive=False, elem_id="leaderboard-table",
+                                     pinned_columns=1, wrap=True)
+                gr.Markdown("Click a model's row to browse its failures. Partial submissions cover fewer questions.")
+                refresh = gr.Button("Refresh", elem_id="refresh", size="sm")
+
+            # -- failures --
+            with gr.Tab("Failures", id="failures"):
+                index = data.index
+                with gr.Row():
+                    models = gr.Dropdown(data.model_choices(), value=[data.board["key"].iloc[0]] if len(board) else [],
+                                         multiselect=True, max_choices=2, label="Model (a second one shows side by side)",
+                                         elem_id="failure-models")
+                    filters = {name: gr.Dropdown([ANY, *(index.choices(name) if index else [])], value=ANY,
+                                                 label=name.replace("_", " "), elem_id=f"failure-{name}")
+                               for name in ("domain", "tier", "verdict", "item_type")}
+                count = gr.Markdown(elem_id="failure-count")
+                questions = gr.Dataframe(interactive=False, elem_id="failure-questions", max_height=300)
+                question_id = gr.Textbox(label="Question id", elem_id="question-id")
+                with gr.Row():
+                    image = gr.Image(label="Image", height=280, elem_id="question-image", interactive=False)
+                    header = gr.HTML(elem_id="question-header")
+                with gr.Row():
+                    left = gr.HTML(elem_id="answer-left")
+                    right = gr.HTML(elem_id="answer-right")
+
+            # -- analysis --
+            with gr.Tab("Analysis", id="analysis") as analysis_tab:
+                analysis_note = gr.Markdown("Open this tab to build the analysis.", elem_id="analysis-note")
+                analysis_blocks = []
+                for _ in range(12):
+                    with gr.Column(visible=False) as column:
+                        title = gr.Markdown()
+                        figure = gr.Image(interactive=False, show_label=False)
+                        frame = gr.Dataframe(interactive=False)
+                    analysis_blocks.append((column, title, figure, frame))
+
+            # -- submit --
+            with gr.Tab("Submit", id="submit"):
+                gr.Markdown(f"Upload your model's responses as JSONL, one `{{\"question_id\": ..., \"response\": ...}}` "
+                            f"per line (at most {MAX_UPLOAD_BYTES // 2**20} MiB). A worker judges them with the "
+                            "leaderboard's judge; self-reported scores are not accepted. One submission waiting per "
+                            "user, three a day.")
+                if config.login:
+                    gr.LoginButton()
+                upload = gr.File(label="responses.jsonl", file_types=[".jsonl"], type="filepath", elem_id="upload")
+                with gr.Row():
+                    name = gr.Textbox(label="Model name", placeholder="org/model-name", elem_id="model-name")
+                    link = gr.Textbox(label="Link (https)", elem_id="model-link")
+                    access = gr.Radio(["open", "proprietary"], value="open", label="Type", elem_id="model-access")
+                    parameters = gr.Number(label="Parameters (billions)", value=None, elem_id="model-params")
+                    variant = gr.Radio(["multimodal", "text_only"], value="multimodal", label="Variant",
+                                       elem_id="model-variant")
+                partial = gr.Checkbox(label="Partial submission (not every question answered)", elem_id="partial")
+                send = gr.Button("Submit", variant="primary", elem_id="send")
+                status = gr.Textbox(label="Result", interactive=False, lines=4, elem_id="submit-status")
+                requests_table = gr.Dataframe(interactive=False, elem_id="requests-table", label="Queue")
+                requests_refresh = gr.Button("Refresh queue", size="sm", elem_id="requests-refresh")
+
+        # -- behaviour --
+        def show_board(types_, variants_, judges_, sizes_, columns_):
+            shown = filter_board(data.board, types_, variants_, judges_, sizes_, ["model", *columns_])
+            return shown.drop(columns="key"), list(shown["key"])
+
+        board_inputs = [types, variants, judges, sizes, columns]
+        for control in board_inputs:
+            control.change(show_board, board_inputs, [table, shown_keys], api_name=False)
+        def refresh_board(*filters_):
+            data.refresh()
+            return *show_board(*filters_), gr.Dropdown(choices=data.model_choices())
+
+        refresh.click(refresh_board, board_inputs, [table, shown_keys, models], api_name="refresh")
+
+        def open_failures(keys: list[str], event: gr.SelectData):
+            key = keys[event.index[0]] if event.index and event.index[0] < len(keys) else None
+            if key is None:
+                return gr.Tabs(), gr.Dropdown()
+            return gr.Tabs(selected="failures"), gr.Dropdown(choices=data.model_choices(), value=[key])
+
+        table.select(open_failures, [shown_keys], [tabs, models], api_name=False)
+
+        def list_questions(keys, domain, tier, verdict, item_type):
+            if data.index is None or not keys:
+                return pd.DataFrame(), "No model chosen."
+            found, total = data.index.questions(list(keys), domain=domain, tier=tier, verdict=verdict,
+                                                item_type=item_type)
+            shown = f"{total} questions match; the {len(found)} worst first." if total > len(found) else \
+                f"{total} questions match, worst first."
+            return found, shown
+
+        failure_inputs = [models, *filters.values()]
+        for control in failure_inputs:
+            control.change(list_questions, failure_inputs, [questions, count], api_name=False)
+        app.load(list_questions, failure_inputs, [questions, count], api_name=False)
+
+        def pick_question(frame: pd.DataFrame, event: gr.SelectData):
+            return str(frame.iloc[event.index[0]]["question"]) if event.index else ""
+
+        questions.select(pick_question, [questions], [question_id], api_name=False)
+
+        def show_question(qid: str, keys: list[str]):
+            qid = (qid or "").strip()
+            if data.index is None or not qid:
+                return None, "", "", ""
+            if qid not in data.index.by_question:
+                return None, "<p>No such question.</p>", "", ""
+            keys = list(keys or [])
+            views = [data.index.answer_html(qid, key) for key in keys[:2]]
+            return (data.index.image(qid), data.index.question_header(qid), views[0] if views else "",
+                    views[1] if len(views) > 1 else "")
+
+        gr.on([question_id.change, models.change], show_question, [question_id, models], [image, header, left, right],
+              api_name="question")
+        # The question list as a named endpoint, for scripted clients (and the tests).
+        api_questions = gr.Button(visible=False)
+        api_questions.click(list_questions, failure_inputs, [questions, count], api_name="questions")
+
+        def fill_analysis():
+            report = data.analysis()
+            updates = []
+            blocks = []
+            if report is not None:
+                for section in report.included[1:]:  # the runs table is the leaderboard here
+                    for block in section.blocks:
+                        if hasattr(block, "png"):
+                            blocks.append((f"**{section.title}**: {block.caption}", _png(block.png), None))
+                        elif hasattr(block, "shown") and section.title != "Breakdowns":
+                            blocks.append((f"**{section.title}**: {block.title}", None, block.shown))
+            blocks = blocks[:len(analysis_blocks)]
+            for i in range(len(analysis_blocks)):
+                if i < len(blocks):
+                    text, png, frame = blocks[i]
+                    updates += [gr.Column(visible=True), text, gr.Image(value=png, visible=png is not None),
+                                gr.Dataframe(value=frame, visible=frame is not None)]
+                else:
+                    updates += [gr.Column(visible=False), "", gr.Image(value=None), gr.Dataframe(value=None)]
+            omitted = [f"- {s.title}: {s.omitted}" for s in report.sections if s.omitted] if report else []
+            note = "Analysis of the runs on the leaderboard." + ("\n\nLeft out:\n" + "\n".join(omitted) if omitted else "")
+            return [note, *updates]
+
+        analysis_outputs = [analysis_note] + [c for block in analysis_blocks for c in block]
+        analysis_tab.select(fill_analysis, None, analysis_outputs, api_name="analysis")
+
+        def queue_table():
+            rows = [{"model": r.model.name, "variant": r.model.variant, "status": r.status,
+                     "submitted": r.submitted_at.strftime("%Y-%m-%d %H:%M"), "by": r.submitted_by,
+                     "reason": r.reason or ""} for r in sorted(queue.records(), key=lambda r: r.submitted_at, reverse=True)]
+            return pd.DataFrame(rows, columns=["model", "variant", "status", "submitted", "by", "reason"])
+
+        def submit_as(user: str, path, name_, link_, access_, parameters_, variant_, partial_):
+            if not path:
+                return "Refused: choose a responses.jsonl file first.", queue_table()
+            size = os.path.getsize(path)
+            if size > MAX_UPLOAD_BYTES:
+                return f"Refused: the file is {size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}.", queue_table()
+            if not known_ids:
+                return "Refused: this Space has no dataset to check submissions against.", queue_table()
+            card = {"name": name_, "link": link_ or None, "access": access_, "parameters_billions": parameters_,
+                    "variant": variant_}
+            try:
+                with open(path, "rb") as handle:
+                    submission = parse_submission(handle.read(), card, known_ids, partial=bool(partial_))
+                record = queue.submit(submission, user)
+            except SubmissionError as error:
+                return "Refused:\n" + "\n".join(error.problems), queue_table()
+            return (f"Accepted: {record.model.name} ({record.model.variant}), {record.questions} answers, "
+                    f"queued as PENDING.", queue_table())
+
+        submit_inputs = [upload, name, link, access, parameters, variant, partial]
+        if config.login:
+            def submit(path, name_, link_, access_, parameters_, variant_, partial_, profile: gr.OAuthProfile | None):
+                if profile is None:
+                    return "Refused: sign in with Hugging Face first.", queue_table()
+                return submit_as(profile.username, path, name_, link_, access_, parameters_, variant_, partial_)
+        else:
+            def submit(path, name_, link_, access_, parameters_, variant_, partial_):
+                return submit_as(LOCAL_USER, path, name_, link_, access_, parameters_, variant_, partial_)
+
+        send.click(submit, submit_inputs, [status, requests_table], api_name="submit")
+        requests_refresh.click(queue_table, None, requests_table, api_name="queue")
+        app.load(queue_table, None, requests_table, api_name=False)
+    return app
