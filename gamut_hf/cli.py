@@ -538,11 +538,15 @@ def simulate(out: str, questions: int, seed: int, text_only: bool) -> None:
 @click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers].")
 @click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
 @click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL", help="Judge endpoint(s) (openai).")
+@click.option("--requests-repo", metavar="REPO_ID", help="Hub dataset mirrored in --requests (pulled, pushed).")
+@click.option("--results-repo", metavar="REPO_ID", help="Hub dataset mirrored in --results (pushed).")
 @click.option("--once", is_flag=True, help="Stop when the queue is empty instead of waiting for more.")
 @click.option("--poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between looks.")
 def worker(requests_dir: str, results_dir: str, dataset: str, judge: str | None, judge_backend: str | None,
-           judge_options: tuple[str, ...], judge_base_urls: tuple[str, ...], once: bool, poll: float) -> None:
+           judge_options: tuple[str, ...], judge_base_urls: tuple[str, ...], requests_repo: str | None,
+           results_repo: str | None, once: bool, poll: float) -> None:
     """Judge queued submissions (PENDING -> RUNNING -> FINISHED or FAILED) into result folders."""
+    from gamut_hf.hub import HubFolder
     from gamut_hf.pipeline import RunConfig
     from gamut_hf.request_files import RequestQueue
     from gamut_hf.worker import serve
@@ -551,7 +555,9 @@ def worker(requests_dir: str, results_dir: str, dataset: str, judge: str | None,
                              "--judge-option")
     queue = RequestQueue(requests_dir)
     handled = serve(queue, Path(results_dir), Path(requests_dir) / ".work", dataset, judge_spec, once=once, poll=poll,
-                    echo=lambda line: click.echo(line, err=True))
+                    echo=lambda line: click.echo(line, err=True),
+                    requests_hub=HubFolder(requests_repo, requests_dir) if requests_repo else None,
+                    results_hub=HubFolder(results_repo, results_dir) if results_repo else None)
     click.echo(f"handled {handled} submission(s)")
 
 

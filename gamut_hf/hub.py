@@ -54,3 +54,39 @@ def push_dataset(folder: str | Path, repo_id: str, *, private: bool = False, tok
     except (OSError, ConnectionError) as error:  # requests/httpx connection failures are OSErrors
         raise PushError(f"cannot reach the hub to push {repo_id}: {type(error).__name__}: {error}") from None
     return str(getattr(commit, "commit_url", commit))
+
+
+class HubFolder:
+    """A hub dataset repository mirrored in a local folder: the Space's results and requests.
+
+    ``pull`` brings the folder up to date with the repository; ``push`` commits the given local
+    files (paths relative to the folder keep their place). The leaderboard template keeps its
+    queue and results this way, so the Space, the worker and the hub agree on one layout.
+    """
+
+    def __init__(self, repo_id: str, local: str | Path, *, token: str | None = None, api: HfApi | None = None):
+        self.repo_id = repo_id
+        self.local = Path(local)
+        self.api = api or HfApi(token=token)
+
+    def pull(self) -> Path:
+        try:
+            self.api.snapshot_download(repo_id=self.repo_id, repo_type="dataset", local_dir=self.local)
+        except HfHubHTTPError as error:
+            raise PushError(f"cannot read {self.repo_id}: {str(error).splitlines()[0]}") from None
+        except (OSError, ConnectionError) as error:
+            raise PushError(f"cannot reach the hub to read {self.repo_id}: {type(error).__name__}: {error}") from None
+        return self.local
+
+    def push(self, paths: list[Path], message: str) -> None:
+        from huggingface_hub import CommitOperationAdd
+
+        operations = [CommitOperationAdd(path_in_repo=Path(p).relative_to(self.local).as_posix(), path_or_fileobj=str(p))
+                      for p in paths]
+        try:
+            self.api.create_commit(repo_id=self.repo_id, repo_type="dataset", operations=operations,
+                                   commit_message=message)
+        except HfHubHTTPError as error:
+            raise PushError(f"the hub refused the push to {self.repo_id}: {str(error).splitlines()[0]}") from None
+        except (OSError, ConnectionError) as error:
+            raise PushError(f"cannot reach the hub to push {self.repo_id}: {type(error).__name__}: {error}") from None

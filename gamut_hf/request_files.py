@@ -64,6 +64,10 @@ class RequestQueue:
         with (self.folder / f"{key}.jsonl").open(encoding="utf-8") as handle:
             return {r["question_id"]: r["response"] for r in map(json.loads, handle)}
 
+    def files(self, key: str) -> list[Path]:
+        """The files of one request (what a hub mirror pushes after a change)."""
+        return [path for path in (self.folder / f"{key}.json", self.folder / f"{key}.jsonl") if path.is_file()]
+
     def _save(self, record: RequestRecord) -> None:
         _write_atomically(self.folder / f"{record.key}.json", record.model_dump_json(indent=2) + "\n")
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from gamut_hf.analysis import Bootstrap
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
+from gamut_hf.hub import HubFolder, PushError
 from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_table, load_entries
 from gamut_hf.request_files import RequestQueue
 from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
@@ -44,6 +45,8 @@ class SpaceConfig:
     dataset: str | None = "gamut-sample"
     login: bool = field(default_factory=in_space)
     resamples: int = 1000
+    results_hub: HubFolder | None = None  # in a Space: the results dataset, pulled on refresh
+    requests_hub: HubFolder | None = None  # in a Space: the requests dataset, pushed on submit
 
 
 class SpaceData:
@@ -60,6 +63,8 @@ class SpaceData:
 
     def refresh(self) -> bool:
         """Reload if a result folder appeared or changed; True when it did."""
+        if self.config.results_hub is not None:
+            self.config.results_hub.pull()
         signature = self._signature()
         if signature == self.signature:
             return False
@@ -293,8 +298,14 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 record = queue.submit(submission, user)
             except SubmissionError as error:
                 return "Refused:\n" + "\n".join(error.problems), queue_table()
-            return (f"Accepted: {record.model.name} ({record.model.variant}), {record.questions} answers, "
-                    f"queued as PENDING.", queue_table())
+            accepted = (f"Accepted: {record.model.name} ({record.model.variant}), {record.questions} answers, "
+                        "queued as PENDING.")
+            if config.requests_hub is not None:
+                try:
+                    config.requests_hub.push(queue.files(record.key), f"submit {record.key}")
+                except PushError as error:
+                    accepted += f" It is stored here, but the hub copy failed ({error}); it will go with the next push."
+            return accepted, queue_table()
 
         submit_inputs = [upload, name, link, access, parameters, variant, partial]
         if config.login:

@@ -15,6 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
+from gamut_hf.hub import HubFolder
 from gamut_hf.leaderboard import CARD_FILE
 from gamut_hf.pipeline import (
     Echo,
@@ -66,29 +67,43 @@ def evaluate(record: RequestRecord, responses: dict[str, str], dataset: str, jud
 
 
 def process_next(queue: RequestQueue, results: Path, work_root: Path, dataset: str, judge_spec: ModelSpec,
-                 echo: Echo = print) -> RequestRecord | None:
-    """Handle the oldest waiting request; None when there is none."""
+                 echo: Echo = print, *, requests_hub: HubFolder | None = None,
+                 results_hub: HubFolder | None = None) -> RequestRecord | None:
+    """Handle the oldest waiting request; None when there is none. With hub mirrors, every
+    status change and the result folder are pushed as they happen."""
+    if requests_hub is not None:
+        requests_hub.pull()
     record = queue.claim()
     if record is None:
         return None
+    if requests_hub is not None:
+        requests_hub.push(queue.files(record.key)[:1], f"{record.key}: RUNNING")
     echo(f"judging {record.model.name} ({record.model.variant}, {record.questions} answers) for {record.submitted_by}")
     try:
         evaluate(record, queue.responses(record.key), dataset, judge_spec, work_root / record.key,
                  results / record.key, echo)
+        if results_hub is not None:
+            results_hub.push(sorted((results / record.key).iterdir()), f"results of {record.key}")
     except Exception as error:  # noqa: BLE001 - every failure becomes the request's reason, never a crash
         reason = f"{type(error).__name__}: {error}".splitlines()[0]
         echo(f"FAILED {record.key}: {reason}")
-        return queue.finish(record, "FAILED", reason)
-    echo(f"FINISHED {record.key}")
-    return queue.finish(record, "FINISHED")
+        record = queue.finish(record, "FAILED", reason)
+    else:
+        echo(f"FINISHED {record.key}")
+        record = queue.finish(record, "FINISHED")
+    if requests_hub is not None:
+        requests_hub.push(queue.files(record.key)[:1], f"{record.key}: {record.status}")
+    return record
 
 
 def serve(queue: RequestQueue, results: Path, work_root: Path, dataset: str, judge_spec: ModelSpec, *,
-          once: bool, poll: float, echo: Echo = print) -> int:
+          once: bool, poll: float, echo: Echo = print, requests_hub: HubFolder | None = None,
+          results_hub: HubFolder | None = None) -> int:
     """Work through the queue; with ``once``, stop when it is empty. Returns how many were handled."""
     handled = 0
     while True:
-        record = process_next(queue, results, work_root, dataset, judge_spec, echo)
+        record = process_next(queue, results, work_root, dataset, judge_spec, echo,
+                              requests_hub=requests_hub, results_hub=results_hub)
         if record is not None:
             handled += 1
             continue
