@@ -8,7 +8,6 @@ the CPU; the validation runs are the paper's 14 models simulated at full size.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -16,17 +15,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from fake_endpoint import FakeEndpoint, user_text
+from fake_endpoint import FakeEndpoint
 from PIL import Image
+from scripted_api import api_run, scripted, slug
 
 from gamut_hf.analysis import Bootstrap, model_family, question_table, rank_agreement, verdict_agreement
-from gamut_hf.judge import SYSTEM_PROMPT
 from gamut_hf.loader import iter_questions, load_gamut
 from gamut_hf.rubric import VERDICTS
 from gamut_hf.scorer import score_question
 from gamut_hf.simulate import PAPER_TABLE1
 
-JUDGE_MARK = SYSTEM_PROMPT.splitlines()[0][:40]
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
@@ -35,45 +33,11 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def _unit(*parts: str) -> float:
-    return int(hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-
-
-def scripted(body: dict) -> str:
-    """Candidates answer with their name (a 'good' one covers more); judges grade by a fixed draw per check.
-
-    The lenient judge raises missing to partially_meets and partially_meets to meets; the
-    image-less variant (no image in the request) is easier for every candidate.
-    """
-    text = user_text(body)
-    first = body["messages"][0]
-    if not (first["role"] == "system" and first["content"].startswith(JUDGE_MARK)):
-        return f"Answer by {body['model']}: {text[:60]}"
-    check = text.split("\n\nCheck: ", 1)[1].split("\n\n", 1)[0]
-    response = text.split("\n\nCheck: ", 1)[0]
-    quality = 0.55 if "good-model" in response else 0.25
-    if "image_url" not in json.dumps(body["messages"]):
-        quality += 0.15
-    u = _unit(check, response.split(":", 1)[0])
-    verdict = 0 if u < quality else 1 if u < quality + 0.15 else 2 if u < 0.93 else 3
-    if body["model"] == "lenient-judge" and verdict in (1, 2):
-        verdict -= 1
-    return json.dumps({"verdict": VERDICTS[verdict]})
-
-
 @pytest.fixture(scope="module")
 def endpoint():
     server = FakeEndpoint(responder=scripted)
     yield server
     server.stop()
-
-
-def api_run(gamut, out: Path, url: str, model: str, judge: str, variant: str, limit: int = 10):
-    done = gamut("run", "--out", out, "--model", model, "--backend", "openai", "--base-url", url,
-                 "--judge", judge, "--judge-backend", "openai", "--judge-base-url", url,
-                 "--variant", variant, "--limit", str(limit))
-    assert done.code == 0, done.err
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -86,13 +50,9 @@ def real_runs(tmp_path_factory, endpoint):
     for model in ("good-model", "poor-model", HOSTILE):
         for judge in ("strict-judge", "lenient-judge"):
             for variant in ("multimodal", "text_only"):
-                name = f"{_slug(model)}-{judge}-{variant}"
+                name = f"{slug(model)}-{judge}-{variant}"
                 folders.append(api_run(run_gamut, root / name, endpoint.url, model, judge, variant))
     return root, folders
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def test_a_report_on_real_runs_has_every_section_and_agrees_with_the_runs(gamut, real_runs, tmp_path):
@@ -109,7 +69,7 @@ def test_a_report_on_real_runs_has_every_section_and_agrees_with_the_runs(gamut,
     # Each leaderboard row is its run's own score, and the order is by score.
     for variant in ("multimodal", "text_only"):
         for judge in ("strict-judge", "lenient-judge"):
-            rows = read_csv(out / "tables" / f"leaderboard-{_slug(variant)}-{judge}.csv")
+            rows = read_csv(out / "tables" / f"leaderboard-{slug(variant)}-{judge}.csv")
             assert [float(r["gamut"]) for r in rows] == sorted((float(r["gamut"]) for r in rows), reverse=True)
             for row in rows:
                 results = json.loads((Path(row["run"]) / "results.json").read_text())
