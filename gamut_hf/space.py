@@ -199,7 +199,8 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
 
         board_inputs = [types, variants, judges, sizes, columns]
         for control in board_inputs:
-            control.change(show_board, board_inputs, [table, shown_keys], api_name=False)
+            control.input(show_board, board_inputs, [table, shown_keys], api_name=False)
+
         def refresh_board(*filters_):
             data.refresh()
             return *show_board(*filters_), gr.Dropdown(choices=data.model_choices())
@@ -210,9 +211,7 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             key = keys[event.index[0]] if event.index and event.index[0] < len(keys) else None
             if key is None:
                 return gr.Tabs(), gr.Dropdown()
-            return gr.Tabs(selected="failures"), gr.Dropdown(choices=data.model_choices(), value=[key])
-
-        table.select(open_failures, [shown_keys], [tabs, models], api_name=False)
+            return gr.Tabs(selected="failures"), gr.Dropdown(value=[key])
 
         def list_questions(keys, domain, tier, verdict, item_type):
             if data.index is None or not keys:
@@ -225,13 +224,11 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
 
         failure_inputs = [models, *filters.values()]
         for control in failure_inputs:
-            control.change(list_questions, failure_inputs, [questions, count], api_name=False)
+            control.input(list_questions, failure_inputs, [questions, count], api_name=False)
         app.load(list_questions, failure_inputs, [questions, count], api_name=False)
 
         def pick_question(frame: pd.DataFrame, event: gr.SelectData):
             return str(frame.iloc[event.index[0]]["question"]) if event.index else ""
-
-        questions.select(pick_question, [questions], [question_id], api_name=False)
 
         def show_question(qid: str, keys: list[str]):
             qid = (qid or "").strip()
@@ -244,8 +241,16 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             return (data.index.image(qid), data.index.question_header(qid), views[0] if views else "",
                     views[1] if len(views) > 1 else "")
 
-        gr.on([question_id.change, models.change], show_question, [question_id, models], [image, header, left, right],
-              api_name="question")
+        # Programmatic updates chain with .then; only a person's input starts an event (.input, .submit,
+        # .select), so no update can set off another (a Dropdown updated from the server re-fires .change).
+        question_view = [image, header, left, right]
+        question_id.submit(show_question, [question_id, models], question_view, api_name="question")
+        models.input(show_question, [question_id, models], question_view, api_name=False)
+        questions.select(pick_question, [questions], [question_id], api_name=False).then(
+            show_question, [question_id, models], question_view, api_name=False)
+        table.select(open_failures, [shown_keys], [tabs, models], api_name=False).then(
+            list_questions, failure_inputs, [questions, count], api_name=False).then(
+            show_question, [question_id, models], question_view, api_name=False)
         # The question list as a named endpoint, for scripted clients (and the tests).
         api_questions = gr.Button(visible=False)
         api_questions.click(list_questions, failure_inputs, [questions, count], api_name="questions")
@@ -290,7 +295,8 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 return f"Refused: the file is {size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}.", queue_table()
             if not known_ids:
                 return "Refused: this Space has no dataset to check submissions against.", queue_table()
-            card = {"name": name_, "link": link_ or None, "access": access_, "parameters_billions": parameters_,
+            # An empty Number field arrives as 0: "not given".
+            card = {"name": name_, "link": link_ or None, "access": access_, "parameters_billions": parameters_ or None,
                     "variant": variant_}
             try:
                 with open(path, "rb") as handle:
