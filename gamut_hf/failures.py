@@ -177,8 +177,3 @@ class FailureIndex:
             parts.append("</ul>")
         return "".join(parts)
 
-
-def load_failure_index(results: str | Path, dataset: str | None) -> FailureIndex:
-    from gamut_hf.leaderboard import load_entries
-
-    return FailureIndex(load_entries(results), dataset_questions(dataset) if dataset else None)

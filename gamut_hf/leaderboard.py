@@ -37,20 +37,22 @@ class Entry:
         return self.card.get("name") or self.run.model
 
 
+def load_entry(folder: Path) -> Entry | None:
+    """A result folder with its card; None when its run has no score (judge errors)."""
+    run = load_run(folder)
+    if not run.scored:
+        return None
+    card_path = folder / CARD_FILE
+    card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
+    run.model = card.get("name") or str(run.results.model.get("model"))
+    run.judge = str(run.results.judge.get("model"))
+    return Entry(folder.name, run, card)
+
+
 def load_entries(root: str | Path) -> list[Entry]:
     """Every scored result folder under ``root`` (a folder of result folders), by folder name."""
-    entries = []
-    for results in sorted(Path(root).glob("*/results.json")):
-        folder = results.parent
-        run = load_run(folder)
-        if not run.scored:
-            continue
-        card_path = folder / CARD_FILE
-        card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
-        run.model = card.get("name") or str(run.results.model.get("model"))
-        run.judge = str(run.results.judge.get("model"))
-        entries.append(Entry(folder.name, run, card))
-    return entries
+    entries = (load_entry(results.parent) for results in sorted(Path(root).glob("*/results.json")))
+    return [entry for entry in entries if entry is not None]
 
 
 def _size(card: dict) -> float | None:
@@ -58,22 +60,24 @@ def _size(card: dict) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def leaderboard_table(entries: list[Entry], bootstrap: Bootstrap = Bootstrap()) -> pd.DataFrame:
-    """One row per entry with the Table 1 figures; numbers stay numbers so the browser sorts them."""
-    rows = []
-    for entry in entries:
-        summary = run_summary(entry.run.questions, bootstrap)
-        gamut = summary["gamut"]
-        partial = " (partial)" if entry.card.get("partial") else ""
-        rows.append({
-            "model": entry.label + partial, "type": entry.card.get("access", "unknown"),
-            "size (B)": _size(entry.card), "variant": entry.run.variant, "judge": entry.run.judge,
-            "questions": len(entry.run.questions), "Gamut": round(gamut.value, 1),
-            "Gamut 95% CI": "" if math.isnan(gamut.low) else f"[{gamut.low:.1f}, {gamut.high:.1f}]",
-            **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
-            **{label: round(summary[v].value, 1) for label, v in
-               zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS)},
-            "key": entry.key,
-        })
+def leaderboard_row(entry: Entry, bootstrap: Bootstrap = Bootstrap()) -> dict:
+    """An entry's Table 1 figures; numbers stay numbers so the browser sorts them."""
+    summary = run_summary(entry.run.questions, bootstrap)
+    gamut = summary["gamut"]
+    partial = " (partial)" if entry.card.get("partial") else ""
+    return {
+        "model": entry.label + partial, "type": entry.card.get("access", "unknown"),
+        "size (B)": _size(entry.card), "variant": entry.run.variant, "judge": entry.run.judge,
+        "questions": len(entry.run.questions), "Gamut": round(gamut.value, 1),
+        "Gamut 95% CI": "" if math.isnan(gamut.low) else f"[{gamut.low:.1f}, {gamut.high:.1f}]",
+        **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
+        **{label: round(summary[v].value, 1) for label, v in
+           zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS)},
+        "key": entry.key,
+    }
+
+
+def leaderboard_table(rows: list[dict]) -> pd.DataFrame:
+    """Leaderboard rows (``leaderboard_row``) as one table, best first."""
     table = pd.DataFrame(rows, columns=[*LEADERBOARD_COLUMNS, "key"])
     return table.sort_values("Gamut", ascending=False, ignore_index=True)

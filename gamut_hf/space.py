@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import pandas as pd
 from gamut_hf.analysis import Bootstrap
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
 from gamut_hf.hub import HubFolder, PushError
-from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_table, load_entries
+from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_row, leaderboard_table, load_entry
 from gamut_hf.request_files import RequestQueue
 from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
 
@@ -50,36 +51,54 @@ class SpaceConfig:
 
 
 class SpaceData:
-    """What the tabs show, rebuilt when the result folders change (a worker finished a submission)."""
+    """What the tabs show. A refresh loads only new or changed result folders (a worker finished a
+    submission); the analysis report is rebuilt in the background, so no click waits for it."""
 
     def __init__(self, config: SpaceConfig):
         self.config = config
         self.questions: dict[str, QuestionInfo] = dataset_questions(config.dataset) if config.dataset else {}
-        self.signature: tuple = ()
+        self.loaded: dict[str, tuple[int, Entry, dict]] = {}  # folder name -> (mtime, entry, leaderboard row)
+        self.entries: list[Entry] = []
+        self.board = leaderboard_table([])
+        self.index: FailureIndex | None = None
+        self.report = None
+        self.report_thread: threading.Thread | None = None
         self.refresh()
 
-    def _signature(self) -> tuple:
-        return tuple((p.parent.name, p.stat().st_mtime_ns) for p in sorted(self.config.results.glob("*/results.json")))
-
     def refresh(self) -> bool:
-        """Reload if a result folder appeared or changed; True when it did."""
+        """Take in result folders that appeared or changed since the last look; True when any did."""
         if self.config.results_hub is not None:
             self.config.results_hub.pull()
-        signature = self._signature()
-        if signature == self.signature:
+        found = {p.parent.name: p.stat().st_mtime_ns for p in self.config.results.glob("*/results.json")}
+        if found == {key: mtime for key, (mtime, _, _) in self.loaded.items()}:
             return False
-        self.signature = signature
-        self.entries: list[Entry] = load_entries(self.config.results) if self.config.results.is_dir() else []
-        self.board = leaderboard_table(self.entries, Bootstrap(resamples=self.config.resamples))
+        bootstrap = Bootstrap(resamples=self.config.resamples)
+        loaded = {}
+        for key, mtime in sorted(found.items()):
+            if key in self.loaded and self.loaded[key][0] == mtime:
+                loaded[key] = self.loaded[key]
+            elif (entry := load_entry(self.config.results / key)) is not None:
+                loaded[key] = (mtime, entry, leaderboard_row(entry, bootstrap))
+        self.loaded = loaded
+        self.entries = [entry for _, entry, _ in loaded.values()]
+        self.board = leaderboard_table([row for _, _, row in loaded.values()])
         self.index = FailureIndex(self.entries, self.questions) if self.entries else None
-        self.report = None  # built when the Analysis tab is first opened
+        self.report = None
+        self.report_thread = threading.Thread(target=self._build_report, args=(list(self.entries),), daemon=True)
+        self.report_thread.start()
         return True
 
-    def analysis(self):
-        if self.report is None and self.entries:
-            from gamut_hf.report import build_report
+    def _build_report(self, entries: list[Entry]) -> None:
+        from gamut_hf.report import build_report
 
-            self.report = build_report([e.run.folder for e in self.entries], Bootstrap(resamples=self.config.resamples))
+        report = build_report([e.run.folder for e in entries], Bootstrap(resamples=self.config.resamples)) \
+            if entries else None
+        if entries == self.entries:  # not overtaken by a later refresh
+            self.report = report
+
+    def analysis(self):
+        if self.report is None and self.report_thread is not None:
+            self.report_thread.join()
         return self.report
 
     def model_choices(self) -> list[tuple[str, str]]:
