@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from gamut_hf.analysis import Bootstrap, run_summary
+from gamut_hf.analysis import Bootstrap, Interval, run_summary
 from gamut_hf.report import Run, load_run
 from gamut_hf.rubric import TIERS, VERDICTS
 
 CARD_FILE = "model.json"
 LEADERBOARD_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions", "Gamut", "Gamut 95% CI",
-                       "AC", "V", "Ctx", "% meets", "% partial", "% missing", "% contra"]
+                       "AC", "AC 95% CI", "V", "V 95% CI", "Ctx", "Ctx 95% CI",
+                       "% meets", "% partial", "% missing", "% contra"]
 
 
 @dataclass
@@ -60,6 +61,10 @@ def _size(card: dict) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _interval(interval: Interval) -> str:
+    return "" if math.isnan(interval.low) else f"[{interval.low:.1f}, {interval.high:.1f}]"
+
+
 def leaderboard_row(entry: Entry, bootstrap: Bootstrap = Bootstrap()) -> dict:
     """An entry's Table 1 figures; numbers stay numbers so the browser sorts them."""
     summary = run_summary(entry.run.questions, bootstrap)
@@ -69,8 +74,9 @@ def leaderboard_row(entry: Entry, bootstrap: Bootstrap = Bootstrap()) -> dict:
         "model": entry.label + partial, "type": entry.card.get("access", "unknown"),
         "size (B)": _size(entry.card), "variant": entry.run.variant, "judge": entry.run.judge,
         "questions": len(entry.run.questions), "Gamut": round(gamut.value, 1),
-        "Gamut 95% CI": "" if math.isnan(gamut.low) else f"[{gamut.low:.1f}, {gamut.high:.1f}]",
+        "Gamut 95% CI": _interval(gamut),
         **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
+        **{f"{label} 95% CI": _interval(summary[t]) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
         **{label: round(summary[v].value, 1) for label, v in
            zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS)},
         "key": entry.key,

@@ -258,3 +258,42 @@ def test_hub_mirrors_carry_requests_and_results(endpoint, tmp_path):
     assert api.commits[0][1] == [f"{record.key}.json", f"{record.key}.jsonl"]
     assert api.commits[2][1] == sorted(f"{record.key}/{name}" for name in
                                        ("details.parquet", "model.json", "responses.parquet", "results.json"))
+
+
+def test_gamut_space_serves_the_sample_runs(space, tmp_path):
+    """The command a user runs: `gamut space` in its own process, over the same result folders."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from gradio_client import Client
+    from space_support import free_port
+
+    _, config = space
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "gamut_hf", "space", "--results", str(config.results),
+                               "--requests", str(tmp_path / "requests"), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except OSError:
+                assert server.poll() is None, server.stderr.read()
+                time.sleep(0.5)
+        client = Client(url, verbose=False)
+        assert client.predict(api_name="/queue")["data"] == []
+        table, _ = client.predict(keys_of(config), "any", "any", "any", "any", api_name="/questions")
+        assert table["data"]
+        page = urllib.request.urlopen(url, timeout=5).read().decode()
+        assert "GAMUT" in page
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def keys_of(config) -> list[str]:
+    return sorted(p.parent.name for p in config.results.glob("*/results.json"))[:1]

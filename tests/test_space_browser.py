@@ -49,15 +49,20 @@ def site(tmp_path_factory, endpoint):
 
 
 @pytest.fixture(scope="module")
-def page(site):
+def browser():
     SHOTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(site[0])
-        page.wait_for_selector("#leaderboard-table table")
-        yield page
+        yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, site):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(site[0])
+    page.wait_for_selector("#leaderboard-table table")
+    return page
 
 
 def table_rows(page, elem_id: str):
@@ -129,3 +134,48 @@ def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, endpo
     page.screenshot(path=str(SHOTS / "leaderboard-after-submission.png"), full_page=True)
     [record] = [json.loads(p.read_text()) for p in config.requests.glob("*.json")]
     assert record["status"] == "FINISHED"
+
+
+def test_in_a_space_submissions_need_a_signed_in_user(browser, tmp_path, monkeypatch):
+    """The Space build (login on): gradio's local stand-in for Hugging Face OAuth is given a user,
+    since the hub cannot be reached; sign-in, the session cookie and OAuthProfile are gradio's own."""
+    import time
+
+    import gradio.oauth
+    from gradio_client import Client, handle_file
+
+    monkeypatch.setattr(gradio.oauth, "_get_mocked_oauth_info", lambda: {
+        "access_token": "not-a-token", "token_type": "bearer", "expires_in": 3600, "scope": "openid profile",
+        "expires_at": int(time.time()) + 3600,
+        "userinfo": {"sub": "1", "name": "Test User", "preferred_username": "tester",
+                     "profile": "https://huggingface.co/tester", "picture": ""}})
+    (tmp_path / "results").mkdir()
+    config = SpaceConfig(results=tmp_path / "results", requests=tmp_path / "requests", dataset="gamut-sample",
+                         login=True)
+    app, url = launch(config)
+    try:
+        upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": q, "response": "an answer"} for q in sample_ids()])
+        status, _ = Client(url, verbose=False).predict(handle_file(str(upload)), "acme/signed", "", "open", 0,
+                                                       "text_only", False, api_name="/submit")
+        assert status == "Refused: sign in with Hugging Face first."
+
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)
+        page.get_by_role("tab", name="Submit").click()
+        with page.expect_navigation():  # /login/huggingface -> /login/callback -> back to the app
+            page.locator("button").filter(has_text="Sign in").first.click()
+        page.wait_for_selector("#leaderboard-table")
+        page.reload()
+        page.wait_for_selector("#leaderboard-table")
+        page.get_by_role("tab", name="Submit").click()
+        page.screenshot(path=str(SHOTS / "signed-in.png"), full_page=True)
+        expect(page.locator("button").filter(has_text="Logout (tester)")).to_be_visible()
+        page.locator("#upload input[type=file]").set_input_files(str(upload))
+        fill(page, "model-name", "acme/signed")
+        page.click("#send")
+        expect(page.locator("#submit-status textarea")).to_have_value(re.compile(r"^Accepted: acme/signed"))
+        [record] = [json.loads(p.read_text()) for p in config.requests.glob("*.json")]
+        assert record["submitted_by"] == "tester"
+        page.close()
+    finally:
+        app.close()
