@@ -40,3 +40,15 @@ def gamut():
 def write_json(path: Path, value) -> Path:
     path.write_text(json.dumps(value, indent=2), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def scripted_endpoint():
+    """The scripted candidates and judges of scripted_api.py behind a fake OpenAI-compatible endpoint."""
+    from fake_endpoint import FakeEndpoint
+    from scripted_api import scripted
+
+    server = FakeEndpoint(responder=scripted)
+    yield server
+    server.stop()
+

@@ -13,9 +13,8 @@ import yaml
 from PIL import Image
 
 from conftest import DATA
-from gamut_hf.annotations import AnnotationError, read_annotations
+from gamut_hf.annotations import read_annotations
 from gamut_hf.build import build_dataset
-from gamut_hf.compiler import compile_rubric
 from gamut_hf.files import InputError
 from gamut_hf.loader import (
     CragMMImageResolver,

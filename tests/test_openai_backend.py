@@ -10,12 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 import socket
-import threading
 import time
-from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 

@@ -1,7 +1,7 @@
 """`gamut report`: statistics, sections, files, and the validation against the paper.
 
 Runs come from the real CLI: candidates and judges behind a scripted OpenAI-compatible
-endpoint on 127.0.0.1 (hosted APIs are the boundary we fake), plus a real SmolLM2 judge on
+scripted_endpoint on 127.0.0.1 (hosted APIs are the boundary we fake), plus a real SmolLM2 judge on
 the CPU; the validation runs are the paper's 14 models simulated at full size.
 """
 
@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from fake_endpoint import FakeEndpoint
 from PIL import Image
-from scripted_api import api_run, scripted, slug
+from scripted_api import api_run, slug
 
 from gamut_hf.analysis import Bootstrap, model_family, question_table, rank_agreement, verdict_agreement
 from gamut_hf.loader import iter_questions, load_gamut
@@ -34,14 +33,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    server = FakeEndpoint(responder=scripted)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def real_runs(tmp_path_factory, endpoint):
+def real_runs(tmp_path_factory, scripted_endpoint):
     """Three candidates (one with a hostile name) x two judges x both variants, through the real CLI."""
     from conftest import run_gamut
 
@@ -51,7 +43,7 @@ def real_runs(tmp_path_factory, endpoint):
         for judge in ("strict-judge", "lenient-judge"):
             for variant in ("multimodal", "text_only"):
                 name = f"{slug(model)}-{judge}-{variant}"
-                folders.append(api_run(run_gamut, root / name, endpoint.url, model, judge, variant))
+                folders.append(api_run(run_gamut, root / name, scripted_endpoint.url, model, judge, variant))
     return root, folders
 
 

@@ -11,21 +11,14 @@ from pathlib import Path
 
 import pytest
 from fake_endpoint import FakeEndpoint
-from scripted_api import api_run, is_judging, scripted
+from scripted_api import api_run, is_judging
 from space_support import HOSTILE, launch, sample_ids, write_jsonl
 
 from gamut_hf.space import SpaceConfig
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    server = FakeEndpoint(responder=scripted)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def space(tmp_path_factory, endpoint):
+def space(tmp_path_factory, scripted_endpoint):
     """Two scripted models on both variants under one judge, served with an empty queue."""
     from conftest import run_gamut
 
@@ -33,7 +26,7 @@ def space(tmp_path_factory, endpoint):
     results, requests = root / "results", root / "requests"
     for model in ("good-model", "poor-model"):
         for variant in ("multimodal", "text_only"):
-            api_run(run_gamut, results / f"{model}-{variant}", endpoint.url, model, "strict-judge", variant, limit=8)
+            api_run(run_gamut, results / f"{model}-{variant}", scripted_endpoint.url, model, "strict-judge", variant, limit=8)
     config = SpaceConfig(results=results, requests=requests, dataset="gamut-sample", login=False)
     app, url = launch(config)
     from gradio_client import Client
@@ -115,7 +108,7 @@ def test_bad_and_hostile_uploads_are_refused_with_nothing_stored(space, tmp_path
     assert (sorted(config.requests.glob("*")) if config.requests.exists() else []) == before
 
 
-def test_a_submission_goes_from_pending_to_finished_and_joins_the_board(space, endpoint, gamut, tmp_path):
+def test_a_submission_goes_from_pending_to_finished_and_joins_the_board(space, scripted_endpoint, gamut, tmp_path):
     client, config = space
     ids = sample_ids()
     upload = write_jsonl(tmp_path / "submission.jsonl",
@@ -129,7 +122,7 @@ def test_a_submission_goes_from_pending_to_finished_and_joins_the_board(space, e
     assert "you already have a submission waiting" in status
 
     done = gamut("worker", "--requests", config.requests, "--results", config.results, "--once",
-                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", endpoint.url)
+                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", scripted_endpoint.url)
     assert done.code == 0, done.err
     assert "judging acme/tiny-vl" in done.err and "FINISHED" in done.err
     [record] = [json.loads(p.read_text()) for p in config.requests.glob("*.json")]
@@ -231,7 +224,7 @@ class RecordingHub:
         self.commits.append((repo_id, sorted(op.path_in_repo for op in operations), commit_message))
 
 
-def test_hub_mirrors_carry_requests_and_results(endpoint, tmp_path):
+def test_hub_mirrors_carry_requests_and_results(scripted_endpoint, tmp_path):
     from gamut_hf.hub import HubFolder
     from gamut_hf.pipeline import ModelSpec
     from gamut_hf.request_files import RequestQueue
@@ -247,7 +240,7 @@ def test_hub_mirrors_carry_requests_and_results(endpoint, tmp_path):
     record = queue.submit(parse_submission(data, {"name": "m", "access": "open", "variant": "text_only"}, ids,
                                            partial=True), "erin")
     requests_hub.push(queue.files(record.key), "submit")
-    judge = ModelSpec(name="strict-judge", backend="openai", options={"base_url": endpoint.url})
+    judge = ModelSpec(name="strict-judge", backend="openai", options={"base_url": scripted_endpoint.url})
     done = process_next(queue, tmp_path / "results", tmp_path / "work", "gamut-sample", judge, echo=lambda _: None,
                         requests_hub=requests_hub, results_hub=results_hub)
     assert done.status == "FINISHED"

@@ -12,8 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fake_endpoint import FakeEndpoint
-from scripted_api import api_run, scripted
+from scripted_api import api_run
 from space_support import CHROMIUM, CHROMIUM_ARGS, launch, require_chromium, sample_ids, write_jsonl
 
 from gamut_hf.space import SpaceConfig
@@ -27,20 +26,13 @@ SNEAKY = '<img src=x onerror="window.__xss=1">'
 
 
 @pytest.fixture(scope="module")
-def endpoint():
-    server = FakeEndpoint(responder=scripted)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory, endpoint):
+def site(tmp_path_factory, scripted_endpoint):
     from conftest import run_gamut
 
     root = tmp_path_factory.mktemp("browser")
     results = root / "results"
     for model in ("good-model", "poor-model", SNEAKY):
-        api_run(run_gamut, results / f"run-{len(list(results.glob('*'))) if results.exists() else 0}", endpoint.url,
+        api_run(run_gamut, results / f"run-{len(list(results.glob('*'))) if results.exists() else 0}", scripted_endpoint.url,
                 model, "strict-judge", "multimodal", limit=6)
     config = SpaceConfig(results=results, requests=root / "requests", dataset="gamut-sample", login=False)
     app, url = launch(config)
@@ -100,7 +92,7 @@ def fill(page, elem_id: str, value: str):
     page.locator(f"#{elem_id} textarea, #{elem_id} input").first.fill(value)
 
 
-def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, endpoint, gamut, tmp_path):
+def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, scripted_endpoint, gamut, tmp_path):
     url, config = site
     ids = sample_ids()
     page.get_by_role("tab", name="Submit").click()
@@ -124,7 +116,7 @@ def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, endpo
     page.screenshot(path=str(SHOTS / "submit-pending.png"), full_page=True)
 
     done = gamut("worker", "--requests", config.requests, "--results", config.results, "--once",
-                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", endpoint.url)
+                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", scripted_endpoint.url)
     assert done.code == 0, done.err
     page.click("#requests-refresh")
     expect(page.locator("#requests-table")).to_contain_text("FINISHED")
