@@ -220,11 +220,14 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         for control in board_inputs:
             control.input(show_board, board_inputs, [table, shown_keys], api_name=False)
 
-        def refresh_board(*filters_):
-            data.refresh()
-            return *show_board(*filters_), gr.Dropdown(choices=data.model_choices())
+        def refresh_board(types_, variants_, judges_, sizes_, columns_):
+            known = set(data.board["judge"])
+            if data.refresh():  # a judge seen for the first time is shown, not filtered out
+                judges_ = sorted(set(judges_) | (set(data.board["judge"]) - known))
+            return (*show_board(types_, variants_, judges_, sizes_, columns_), gr.Dropdown(choices=data.model_choices()),
+                    gr.CheckboxGroup(choices=sorted(data.board["judge"].unique()), value=judges_))
 
-        refresh.click(refresh_board, board_inputs, [table, shown_keys, models], api_name="refresh")
+        refresh.click(refresh_board, board_inputs, [table, shown_keys, models, judges], api_name="refresh")
 
         def open_failures(keys: list[str], event: gr.SelectData):
             key = keys[event.index[0]] if event.index and event.index[0] < len(keys) else None
@@ -293,8 +296,13 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                                 gr.Dataframe(value=frame, visible=frame is not None)]
                 else:
                     updates += [gr.Column(visible=False), "", gr.Image(value=None), gr.Dataframe(value=None)]
-            omitted = [f"- {s.title}: {s.omitted}" for s in report.sections if s.omitted] if report else []
-            note = "Analysis of the runs on the leaderboard." + ("\n\nLeft out:\n" + "\n".join(omitted) if omitted else "")
+            note = "Analysis of the runs on the leaderboard (`gamut report` gives the whole report)."
+            if report is not None:
+                claims = next(s for s in report.sections if s.title.startswith("The paper's claims"))
+                note += "\n\n" + "\n".join(f"- {line}" for block in claims.blocks if isinstance(block, list)
+                                             for line in block)
+                omitted = [f"- {s.title}: {s.omitted}" for s in report.sections if s.omitted]
+                note += "\n\nLeft out:\n" + "\n".join(omitted) if omitted else ""
             return [note, *updates]
 
         analysis_outputs = [analysis_note] + [c for block in analysis_blocks for c in block]

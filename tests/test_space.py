@@ -43,14 +43,14 @@ def test_the_leaderboard_filters_and_orders_models(space):
     client, _ = space
     every = (["open", "proprietary", "unknown"], ["multimodal", "text_only"], ["strict-judge"],
              ["under 10B", "10B to 100B", "over 100B", "unknown"], ["Gamut", "Gamut 95% CI", "AC", "variant"])
-    table, _ = client.predict(*every, api_name="/refresh")
+    table, _, _ = client.predict(*every, api_name="/refresh")
     board = rows(table)
     assert len(board) == 4 and set(board[0]) == {"model", "variant", "Gamut", "Gamut 95% CI", "AC"}
     assert [r["Gamut"] for r in board] == sorted((r["Gamut"] for r in board), reverse=True)
     assert board[0]["model"] == "good-model" and board[0]["Gamut 95% CI"].startswith("[")
-    table, _ = client.predict(every[0], ["multimodal"], *every[2:], api_name="/refresh")
+    table, _, _ = client.predict(every[0], ["multimodal"], *every[2:], api_name="/refresh")
     assert {r["variant"] for r in rows(table)} == {"multimodal"} and len(rows(table)) == 2
-    table, _ = client.predict(["proprietary"], *every[1:], api_name="/refresh")
+    table, _, _ = client.predict(["proprietary"], *every[1:], api_name="/refresh")
     assert rows(table) == []
 
 
@@ -136,7 +136,7 @@ def test_a_submission_goes_from_pending_to_finished_and_joins_the_board(space, s
     assert rows(queue)[0]["status"] == "FINISHED"
     every = (["open", "proprietary", "unknown"], ["multimodal", "text_only"], ["strict-judge"],
              ["under 10B", "10B to 100B", "over 100B", "unknown"], ["type", "size (B)", "questions", "Gamut"])
-    table, _ = client.predict(*every, api_name="/refresh")
+    table, _, _ = client.predict(*every, api_name="/refresh")
     mine = [r for r in rows(table) if r["model"].startswith("acme/tiny-vl")]
     assert mine and mine[0]["model"] == "acme/tiny-vl (partial)" and mine[0]["type"] == "open"
     assert mine[0]["size (B)"] == 7 and mine[0]["questions"] == 3
