@@ -165,8 +165,8 @@ def compiled(question: AuthoredQuestion) -> list[dict]:
 
 def planted(store: AuthoringStore, qid: str, cue: str) -> None:
     store.put_question(AuthoredQuestion(
-        id=qid, image="x.png", domain="Food", question=f"How should I make this drink? {cue}",
-        text_question=f"How should I grind and store espresso coffee beans? {cue}", entity="espresso",
+        id=qid, image="x.png", domain="Food", question=f"How should I make this drink? {cue}".strip(),
+        text_question=f"How should I grind and store espresso coffee beans? {cue}".strip(), entity="espresso",
         meta_rubric=None, binary_rubric=None, stage="proposed", status="open", updated_at=""))
 
 
