@@ -80,17 +80,20 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
             return None, "", "", "", pd.DataFrame(columns=CHECK_COLUMNS), pd.DataFrame(), "", pd.DataFrame(), ""
         compiled = compiled_checks(q.meta_rubric, q.id)
         checks = q.binary_rubric if q.binary_rubric is not None else compiled
-        audit = store.audit(q.id)
-        findings = "".join(f"<li><code>{html.escape(f['item_id'])}</code> {html.escape(f['verdict'])}: "
-                           f"{html.escape(f['detail'])}</li>" for f in (audit or {}).get("items", []))
-        notes = (f"<p>Stage <b>{html.escape(q.stage)}</b>, review <b>{html.escape(q.status)}</b>, "
-                 f"{len(store.rounds(q.id))} drafting round(s).</p>"
-                 + (f"<p>Self-refinement audit:</p><ul>{findings}</ul>" if findings else ""))
         trail = pd.DataFrame(store.edits(q.id), columns=["seq", "question_id", "who", "at", "field", "before", "after"])
         image = str(store.folder / "images" / q.image)
         return (image, q.question, q.text_question, scaffold_html(q.meta_rubric, compiled),
-                pd.DataFrame(checks, columns=CHECK_COLUMNS), diff_table(compiled, q.binary_rubric), notes,
+                pd.DataFrame(checks, columns=CHECK_COLUMNS), diff_table(compiled, q.binary_rubric), notes_html(q.id),
                 trail.drop(columns="question_id"), "")
+
+    def notes_html(question_id: str) -> str:
+        q = store.question(question_id)
+        audit = store.audit(question_id)
+        findings = "".join(f"<li><code>{html.escape(f['item_id'])}</code> {html.escape(f['verdict'])}: "
+                           f"{html.escape(f['detail'])}</li>" for f in (audit or {}).get("items", []))
+        return (f"<p>Stage <b>{html.escape(q.stage)}</b>, review <b>{html.escape(q.status)}</b>, "
+                f"{len(store.rounds(question_id))} drafting round(s).</p>"
+                + (f"<p>Self-refinement audit:</p><ul>{findings}</ul>" if findings else ""))
 
     def who_or_refuse(annotator: str) -> str | None:
         name = (annotator or "").strip()
@@ -167,14 +170,16 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
             def decide(annotator_: str, qid: str):
                 who = who_or_refuse(annotator_)
                 if not qid or who is None:
-                    return ("Choose a question and enter your name first.", gr.Dropdown(), gr.Dataframe())
+                    return "Choose a question and enter your name first.", gr.Dropdown(), gr.Dataframe(), gr.HTML()
                 store.edit(qid, who, "status", status)
                 trail_rows = pd.DataFrame(store.edits(qid)).drop(columns="question_id")
-                return f"{qid}: {status} ({who}).", gr.Dropdown(choices=choices(), value=qid), trail_rows
+                return (f"{qid}: {status} ({who}).", gr.Dropdown(choices=choices(), value=qid), trail_rows,
+                        notes_html(qid))
             return decide
 
         for button, status in ((accept, "accepted"), (rework, "rework"), (reject, "rejected")):
-            button.click(set_status(status), [annotator, question_id], [message, question_id, trail], api_name=status)
+            button.click(set_status(status), [annotator, question_id], [message, question_id, trail, notes],
+                         api_name=status)
 
         def do_export(target: str):
             count = export(store, target)

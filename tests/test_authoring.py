@@ -274,3 +274,21 @@ def test_searxng_adapter_cites_stable_ids(tmp_path):
         assert again.search("burr grinder espresso")[0].url == "https://example.org/espresso"
     finally:
         server.shutdown()
+
+
+def test_a_real_multimodal_model_proposes_and_its_unusable_answer_is_kept_with_the_reason(gamut, tmp_path):
+    """The tiny random-weight LLaVA (real LLaVA code paths, random answers) through the transformers
+    backend: its output is no candidate list, and the workspace records exactly that."""
+    from tiny_models import build_tiny_llava
+
+    model = build_tiny_llava(tmp_path / "tiny-llava")
+    image = sorted(SAMPLE_IMAGES.iterdir())[0]
+    done = gamut("author", "propose", image, "--out", tmp_path / "work", "--model", str(model),
+                 "--backend", "transformers")
+    assert done.code == 0, done.err
+    assert done.out.startswith("1 candidates for 1 images: 0 chosen, 1 rejected")
+    with AuthoringStore(tmp_path / "work") as store:
+        [row] = store.proposals()
+        assert row["status"] == "rejected" and row["reasons"][0].startswith("the model's answer is not a candidate list")
+        assert store.questions() == []
+        assert (store.folder / "images" / image.name).is_file()
