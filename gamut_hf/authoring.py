@@ -54,8 +54,9 @@ domain, and the research steps an expert would take. Answer with JSON only."""
 
 SCREEN_SYSTEM = """You review a candidate research question about a photo. Judge it strictly and answer with JSON only:
 leading (does it suggest an answer or carry a loaded premise?), open_ended, needs_research (several
-steps of research, not one lookup), research_intensity from 1 (one lookup) to 5 (a report's worth),
-and a one-sentence reason."""
+steps of research, not one lookup), stranger_test (could a stranger who sees only the photo ask it,
+presupposing nothing about the subject's identity, owner or history?), research_intensity from 1
+(one lookup) to 5 (a report's worth), and a one-sentence reason."""
 
 
 class Candidate(BaseModel):
@@ -74,6 +75,7 @@ class Screening(BaseModel):
     leading: bool
     open_ended: bool
     needs_research: bool
+    stranger_test: bool
     research_intensity: int = Field(ge=1, le=5)
     reason: str
 
@@ -156,6 +158,8 @@ def propose(images: Sequence[Path], backend: Backend, store: AuthoringStore, *, 
                     reasons.append(f"screening: not open-ended ({verdict.reason})")
                 if not verdict.needs_research:
                     reasons.append(f"screening: needs no multi-step research ({verdict.reason})")
+                if not verdict.stranger_test:
+                    reasons.append(f"screening: fails the stranger test ({verdict.reason})")
             except ValidationError:
                 reasons.append("screening: the screening answer was unreadable")
             rows.append({"image": name, "candidate": number, "question": candidate.question,

@@ -86,10 +86,14 @@ def author_model(body: dict) -> str:
             {"question": "How should I store the beans for this drink?",
              "text_question": "How should I store coffee beans for espresso?",
              "entity": "espresso", "domain": "Food", "research_steps": ["storage"]},
+            {"question": "Where did my friend buy this drink, and what did they pay for it?",
+             "text_question": "Where did my friend buy this espresso?",
+             "entity": "espresso", "domain": "Food", "research_steps": []},
         ]})
     if system == SCREEN_SYSTEM:
         leading = "obviously" in text
         return json.dumps({"leading": leading, "open_ended": True, "needs_research": True,
+                           "stranger_test": "my " not in text,
                            "research_intensity": 5 if "grind and beans" in text else 2, "reason": "scripted"})
     if system == DRAFT_SYSTEM:
         return json.dumps(_draft_for(text, 0))
@@ -116,12 +120,14 @@ def test_propose_draft_refine_review_export_build(gamut, author_endpoint, tmp_pa
     images = [SAMPLE_IMAGES / name for name in sorted(p.name for p in SAMPLE_IMAGES.iterdir())[:2]]
     done = gamut("author", "propose", *images, "--out", work, *api(author_endpoint.url))
     assert done.code == 0, done.err
-    assert done.out.startswith("8 candidates for 2 images: 2 chosen, 4 rejected")
+    assert done.out.startswith("10 candidates for 2 images: 2 chosen, 6 rejected")
     with AuthoringStore(work) as store:
         proposals = store.proposals()
         reasons = {p["question"]: p["reasons"] for p in proposals if p["image"] == images[0].name}
         assert any("leading" in r for r in reasons["Isn't this obviously the best way to make coffee?"])
         assert any("names the entity" in r for r in reasons["How do I brew espresso like this at home?"])
+        assert any("stranger test" in r
+                   for r in reasons["Where did my friend buy this drink, and what did they pay for it?"])
         chosen = [p for p in proposals if p["status"] == "selected"]
         assert {p["question"] for p in chosen} == {
             "What grind and beans make a drink like this at home, and how should I store the beans?"}
