@@ -68,7 +68,10 @@ class SpaceData:
     def refresh(self) -> bool:
         """Take in result folders that appeared or changed since the last look; True when any did."""
         if self.config.results_hub is not None:
-            self.config.results_hub.pull()
+            try:
+                self.config.results_hub.pull()
+            except PushError as error:  # the hub is down: show what is already here
+                print(f"gamut space: {error}; showing the local copy")
         found = {p.parent.name: p.stat().st_mtime_ns for p in self.config.results.glob("*/results.json")}
         if found == {key: mtime for key, (mtime, _, _) in self.loaded.items()}:
             return False
