@@ -127,7 +127,7 @@ def find_run_folders(paths: Sequence[str | Path]) -> list[Path]:
     return list(dict.fromkeys(folders))
 
 
-def _label(runs: list[Run]) -> None:
+def label_runs(runs: list[Run]) -> None:
     """Display names: the model's name, with the backend (then the folder) added only where names collide."""
     for key_of, attr in ((lambda r: r.model_key, "model"), (lambda r: r.judge_key, "judge")):
         fingerprints = {key_of(r): json.loads(key_of(r)) for r in runs}
@@ -598,7 +598,7 @@ class Report:
 
 def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap(), top: int = 10) -> Report:
     runs = [load_run(folder) for folder in folders]
-    _label(runs)
+    label_runs(runs)
     duplicates = pd.Series([(r.variant, r.judge, r.model) for r in runs]).duplicated()
     if duplicates.any():
         twin = runs[int(np.argmax(duplicates.to_numpy()))]

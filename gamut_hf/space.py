@@ -25,6 +25,7 @@ from gamut_hf.analysis import Bootstrap
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
 from gamut_hf.hub import HubFolder, PushError
 from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_row, leaderboard_table, load_entry
+from gamut_hf.report import label_runs
 from gamut_hf.request_files import RequestQueue
 from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
 
@@ -84,7 +85,8 @@ class SpaceData:
                 loaded[key] = (mtime, entry, leaderboard_row(entry, bootstrap))
         self.loaded = loaded
         self.entries = [entry for _, entry, _ in loaded.values()]
-        self.board = leaderboard_table([row for _, _, row in loaded.values()])
+        label_runs([entry.run for entry in self.entries])  # judges sharing a name get their backend added
+        self.board = leaderboard_table([{**row, "judge": entry.run.judge} for _, entry, row in loaded.values()])
         self.index = FailureIndex(self.entries, self.questions) if self.entries else None
         self.report = None
         self.report_thread = threading.Thread(target=self._build_report, args=(list(self.entries),), daemon=True)
