@@ -279,7 +279,7 @@ def draft(store: AuthoringStore, retriever: Retriever, backend: Backend, *, max_
         evidence = "\n".join(f"[{s.id}] {s.title}: {s.text}" for s in snippets.values()) or "(no evidence found)"
         prompt = f"Question: {question.text_question}\n\nEvidence:\n{evidence}\n\nWrite the meta-rubric."
         problems: list[str] = []
-        rubric = None
+        rubric, raw = None, ""
         for number in range(1, max_rounds + 1):
             user = prompt if number == 1 else (
                 f"{prompt}\n\nYour previous draft:\n{raw}\n\nIt failed validation:\n- " + "\n- ".join(problems)
