@@ -113,6 +113,26 @@ def with_item_types(details: pd.DataFrame) -> pd.Series:
     return item.map(by_kind.groupby(item).first()).fillna("unknown")
 
 
+def question_scores(questions: np.ndarray, tiers: np.ndarray, verdicts: np.ndarray, count: int,
+                    params: ScoreParams = DEFAULT_SCORE_PARAMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every question's verdict counts per tier, tier scores and score, from one row per check.
+
+    The arguments are per-check indices: question (0..count-1), tier (into TIERS) and verdict
+    (into VERDICTS). Returns counts (count x tiers x verdicts), tier scores (count x tiers, NaN
+    where a question has no check of the tier) and question scores (count), all as the scorer
+    defines them: absent tiers left out and the weights of the others renormalised.
+    """
+    cells = (questions * len(TIERS) + tiers) * len(VERDICTS) + verdicts
+    counts = np.bincount(cells, minlength=count * len(TIERS) * len(VERDICTS))
+    counts = counts.reshape(count, len(TIERS), len(VERDICTS)).astype(float)
+    with np.errstate(invalid="ignore"):  # 0/0 for a tier the question does not have
+        tier_scores = verdict_ratio(*np.moveaxis(counts, 2, 0), params)
+    weights = np.array([params.tier_weights[t] for t in TIERS])
+    present = ~np.isnan(tier_scores)
+    score = np.where(present, tier_scores * weights, 0.0).sum(axis=1) / (present * weights).sum(axis=1)
+    return counts, tier_scores, score
+
+
 def question_table(details: pd.DataFrame, params: ScoreParams = DEFAULT_SCORE_PARAMS) -> pd.DataFrame:
     """One row per question (index question_id, in first-seen order): domain, checks, verdict counts,
     the tier scores and the question score, all in [-1, 1] as the scorer defines them.
@@ -124,14 +144,7 @@ def question_table(details: pd.DataFrame, params: ScoreParams = DEFAULT_SCORE_PA
     verdict_codes = pd.Categorical(details["verdict"], categories=VERDICTS).codes
     if (tier_codes < 0).any() or (verdict_codes < 0).any():
         raise ValueError("question_table needs a known tier and one of the four verdicts on every check")
-    cells = (question_codes * len(TIERS) + tier_codes) * len(VERDICTS) + verdict_codes
-    counts = np.bincount(cells, minlength=len(order) * len(TIERS) * len(VERDICTS))
-    counts = counts.reshape(len(order), len(TIERS), len(VERDICTS)).astype(float)
-    with np.errstate(invalid="ignore"):  # 0/0 for a tier the question does not have
-        tiers = verdict_ratio(*np.moveaxis(counts, 2, 0), params)
-    weights = np.array([params.tier_weights[t] for t in TIERS])
-    present = ~np.isnan(tiers)
-    score = np.where(present, tiers * weights, 0.0).sum(axis=1) / (present * weights).sum(axis=1)
+    counts, tiers, score = question_scores(question_codes, tier_codes, verdict_codes, len(order), params)
     table = pd.DataFrame(counts.sum(axis=1).astype(int), index=pd.Index(order, name="question_id"),
                          columns=list(VERDICTS))
     table["checks"] = table[list(VERDICTS)].sum(axis=1)

@@ -28,9 +28,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import optimize, stats
 
+from gamut_hf.analysis import question_scores
 from gamut_hf.compiler import compile_rubric
 from gamut_hf.rubric import TIERS, VERDICTS, parse_meta_rubric
-from gamut_hf.scorer import DEFAULT_SCORE_PARAMS, score_run, verdict_ratio
+from gamut_hf.scorer import score_run
 from gamut_hf.synthetic import SyntheticParams, synthetic_questions
 
 
@@ -109,15 +110,8 @@ class _Checks:
 
     def scores(self, verdicts: np.ndarray) -> tuple[np.ndarray, float]:
         """Mean tier scores (0-100, over the questions with the tier) and the Gamut score, as the scorer computes them."""
-        cells = (self.question * len(TIERS) + self.tier) * len(VERDICTS) + verdicts
-        counts = np.bincount(cells, minlength=len(self.sizes) * len(TIERS) * len(VERDICTS))
-        counts = counts.reshape(len(self.sizes), len(TIERS), len(VERDICTS)).astype(float)
-        with np.errstate(invalid="ignore"):
-            ratio = verdict_ratio(*np.moveaxis(counts, 2, 0))
-        weights = np.array([DEFAULT_SCORE_PARAMS.tier_weights[t] for t in TIERS])
-        present = ~np.isnan(ratio)
-        question = np.where(present, ratio * weights, 0).sum(axis=1) / (present * weights).sum(axis=1)
-        return 100 * np.nanmean(ratio, axis=0), 100 * float(question.mean())
+        _, tiers, score = question_scores(self.question, self.tier, verdicts, len(self.sizes))
+        return 100 * np.nanmean(tiers, axis=0), 100 * float(score.mean())
 
 
 def calibrated_shares(row: PaperRow, checks: _Checks, draws: np.ndarray, rounds: int = 4) -> np.ndarray:
