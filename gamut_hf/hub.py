@@ -6,7 +6,10 @@ same layout that ``load_dataset`` already reads locally.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
@@ -40,20 +43,28 @@ def push_dataset(folder: str | Path, repo_id: str, *, private: bool = False, tok
     folder = Path(folder)
     files = check_built_folder(folder)
     api = api or HfApi(token=token)
-    try:
+    with hub_errors(repo_id, "push"):
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
         commit = api.upload_folder(
             folder_path=folder, repo_id=repo_id, repo_type="dataset", revision=revision,
             allow_patterns=UPLOAD_PATTERNS, delete_patterns=[f"{variant}/*.parquet" for variant in VARIANTS],
             commit_message=f"Upload GAMUT dataset ({len(files) - 1} parquet files)",
         )
-    except OfflineModeIsEnabled:
-        raise PushError("cannot push while HF_HUB_OFFLINE is set") from None
-    except HfHubHTTPError as error:
-        raise PushError(f"the hub refused the push to {repo_id}: {str(error).splitlines()[0]}") from None
-    except (OSError, ConnectionError) as error:  # requests/httpx connection failures are OSErrors
-        raise PushError(f"cannot reach the hub to push {repo_id}: {type(error).__name__}: {error}") from None
     return str(getattr(commit, "commit_url", commit))
+
+
+@contextmanager
+def hub_errors(repo_id: str, action: Literal["push", "read"]) -> Iterator[None]:
+    """The hub's failures as one-line PushErrors naming the repository and what was being done."""
+    try:
+        yield
+    except OfflineModeIsEnabled:
+        raise PushError(f"cannot {action} while HF_HUB_OFFLINE is set") from None
+    except HfHubHTTPError as error:
+        refused = f"the hub refused the push to {repo_id}" if action == "push" else f"cannot read {repo_id}"
+        raise PushError(f"{refused}: {str(error).splitlines()[0]}") from None
+    except (OSError, ConnectionError) as error:  # requests/httpx connection failures are OSErrors
+        raise PushError(f"cannot reach the hub to {action} {repo_id}: {type(error).__name__}: {error}") from None
 
 
 class HubFolder:
@@ -70,12 +81,8 @@ class HubFolder:
         self.api = api or HfApi(token=token)
 
     def pull(self) -> Path:
-        try:
+        with hub_errors(self.repo_id, "read"):
             self.api.snapshot_download(repo_id=self.repo_id, repo_type="dataset", local_dir=self.local)
-        except HfHubHTTPError as error:
-            raise PushError(f"cannot read {self.repo_id}: {str(error).splitlines()[0]}") from None
-        except (OSError, ConnectionError) as error:
-            raise PushError(f"cannot reach the hub to read {self.repo_id}: {type(error).__name__}: {error}") from None
         return self.local
 
     def push(self, paths: list[Path], message: str) -> None:
@@ -83,10 +90,6 @@ class HubFolder:
 
         operations = [CommitOperationAdd(path_in_repo=Path(p).relative_to(self.local).as_posix(), path_or_fileobj=str(p))
                       for p in paths]
-        try:
+        with hub_errors(self.repo_id, "push"):
             self.api.create_commit(repo_id=self.repo_id, repo_type="dataset", operations=operations,
                                    commit_message=message)
-        except HfHubHTTPError as error:
-            raise PushError(f"the hub refused the push to {self.repo_id}: {str(error).splitlines()[0]}") from None
-        except (OSError, ConnectionError) as error:
-            raise PushError(f"cannot reach the hub to push {self.repo_id}: {type(error).__name__}: {error}") from None
