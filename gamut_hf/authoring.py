@@ -106,10 +106,14 @@ def rule_problems(candidate: Candidate) -> list[str]:
     return problems
 
 
-def _json_output(text: str, model: type[BaseModel]) -> BaseModel:
-    """Parse a model's JSON answer (the first JSON object in it, for backends without constraints)."""
+def _json_text(text: str) -> str:
+    """A model's answer from its first "{" on: backends without constraints may talk before the JSON."""
     start = text.find("{")
-    return model.model_validate_json(text[start:] if start >= 0 else text)
+    return text[start:] if start >= 0 else text
+
+
+def _json_output(text: str, model: type[BaseModel]) -> BaseModel:
+    return model.model_validate_json(_json_text(text))
 
 
 def _similarity(texts: Sequence[str]):
@@ -248,9 +252,8 @@ def resolve_citations(draft: Any, snippets: dict[str, Snippet], question_id: str
 def validate_draft(text: str, snippets: dict[str, Snippet], question_id: str) -> tuple[MetaRubric | None, list[str]]:
     """A model's draft checked exactly as a released rubric is: JSON, the schema's rules, the cited
     ids, evidence on every item, and compilation. Returns the rubric or every problem found."""
-    start = text.find("{")
     try:
-        data = json.loads(text[start:] if start >= 0 else text)
+        data = json.loads(_json_text(text))
     except json.JSONDecodeError as error:
         return None, [f"question {question_id}: not JSON ({error.msg} at line {error.lineno} column {error.colno})"]
     if isinstance(data, dict):

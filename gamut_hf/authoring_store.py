@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS edits (
 STAGES = ("proposed", "drafted", "draft_failed", "refined")
 STATUSES = ("open", "accepted", "rejected", "rework")
 COALESCE = timedelta(seconds=60)
+EDITABLE = ("question", "text_question", "binary_rubric", "status")
 
 
 def now() -> str:
@@ -144,18 +145,17 @@ class AuthoringStore:
 
     def edit(self, question_id: str, who: str, field: str, after: Any) -> None:
         """One human change, saved at once with who and when; the trail keeps the value before."""
-        columns = {"question": "question", "text_question": "text_question", "binary_rubric": "binary_rubric",
-                   "status": "status"}
-        column = columns[field]
+        if field not in EDITABLE:  # also what makes the column name below safe to format in
+            raise ValueError(f"{field!r} is not editable; expected one of {', '.join(EDITABLE)}")
         stored = json.dumps(after) if field == "binary_rubric" else after
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            before = self.db.execute(f"SELECT {column} FROM questions WHERE id = ?", (question_id,)).fetchone()
+            before = self.db.execute(f"SELECT {field} FROM questions WHERE id = ?", (question_id,)).fetchone()
             if before is None:
                 raise KeyError(question_id)
             if before[0] == stored:
                 return
-            self.db.execute(f"UPDATE questions SET {column} = ?, updated_at = ? WHERE id = ?", (stored, now(), question_id))
+            self.db.execute(f"UPDATE questions SET {field} = ?, updated_at = ? WHERE id = ?", (stored, now(), question_id))
             last = self.db.execute("SELECT seq, who, field, at FROM edits WHERE question_id = ? ORDER BY seq DESC LIMIT 1",
                                    (question_id,)).fetchone()
             if (last is not None and last[1] == who and last[2] == field and field != "status"
