@@ -23,15 +23,17 @@ import pandas as pd
 
 from gamut_hf.analysis import Bootstrap
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
+from gamut_hf.features import VARIANTS
 from gamut_hf.hub import HubFolder, PushError
 from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_row, leaderboard_table, load_entry
-from gamut_hf.report import label_runs
+from gamut_hf.report import Figure, Table, label_runs
 from gamut_hf.request_files import RequestQueue
 from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
 
 LOCAL_USER = "local"
 DEFAULT_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "Gamut", "Gamut 95% CI", "AC", "V", "Ctx",
                    "% meets", "% missing", "% contra"]
+MODEL_TYPES = ("open", "proprietary", "unknown")  # "unknown": a run without a submitter's card
 SIZE_BUCKETS = {"under 10B": (0, 10), "10B to 100B": (10, 100), "over 100B": (100, float("inf")), "unknown": None}
 
 
@@ -144,9 +146,9 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             with gr.Tab("Leaderboard", id="leaderboard"):
                 board = data.board
                 with gr.Row():
-                    types = gr.CheckboxGroup(["open", "proprietary", "unknown"], value=["open", "proprietary", "unknown"],
+                    types = gr.CheckboxGroup(list(MODEL_TYPES), value=list(MODEL_TYPES),
                                              label="Model type", elem_id="filter-type")
-                    variants = gr.CheckboxGroup(["multimodal", "text_only"], value=["multimodal", "text_only"],
+                    variants = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS),
                                                 label="Variant", elem_id="filter-variant")
                     judges = gr.CheckboxGroup(sorted(board["judge"].unique()), value=sorted(board["judge"].unique()),
                                               label="Judge", elem_id="filter-judge")
@@ -155,7 +157,7 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 columns = gr.CheckboxGroup(LEADERBOARD_COLUMNS[1:], value=DEFAULT_COLUMNS[1:], label="Columns",
                                            elem_id="columns")
                 shown_keys = gr.State(list(board["key"]))
-                table = gr.Dataframe(filter_board(board, ["open", "proprietary", "unknown"], ["multimodal", "text_only"],
+                table = gr.Dataframe(filter_board(board, list(MODEL_TYPES), list(VARIANTS),
                                                   list(board["judge"].unique()), list(SIZE_BUCKETS), DEFAULT_COLUMNS)
                                      .drop(columns="key"),
                                      show_search="search", interactive=False, elem_id="leaderboard-table",
@@ -208,7 +210,7 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                     link = gr.Textbox(label="Link (https)", elem_id="model-link")
                     access = gr.Radio(["open", "proprietary"], value="open", label="Type", elem_id="model-access")
                     parameters = gr.Number(label="Parameters (billions)", value=None, elem_id="model-params")
-                    variant = gr.Radio(["multimodal", "text_only"], value="multimodal", label="Variant",
+                    variant = gr.Radio(list(VARIANTS), value="multimodal", label="Variant",
                                        elem_id="model-variant")
                 partial = gr.Checkbox(label="Partial submission (not every question answered)", elem_id="partial")
                 send = gr.Button("Submit", variant="primary", elem_id="send")
@@ -289,9 +291,9 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             if report is not None:
                 for section in report.included[1:]:  # the runs table is the leaderboard here
                     for block in section.blocks:
-                        if hasattr(block, "png"):
+                        if isinstance(block, Figure):
                             blocks.append((f"**{section.title}**: {block.caption}", _png(block.png), None))
-                        elif hasattr(block, "shown") and section.title != "Breakdowns":
+                        elif isinstance(block, Table) and section.title != "Breakdowns":
                             blocks.append((f"**{section.title}**: {block.title}", None, block.shown))
             blocks = blocks[:len(analysis_blocks)]
             for i in range(len(analysis_blocks)):
