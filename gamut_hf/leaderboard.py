@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gamut_hf.analysis import Bootstrap, Interval, run_summary
-from gamut_hf.report import Run, load_run
+from gamut_hf.analysis import Interval
+from gamut_hf.report import Run, label_runs, load_run
 from gamut_hf.rubric import TIERS, VERDICTS
 
 CARD_FILE = "model.json"
@@ -45,15 +45,15 @@ def load_entry(folder: Path) -> Entry | None:
         return None
     card_path = folder / CARD_FILE
     card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
-    run.model = card.get("name") or str(run.results.model.get("model"))
-    run.judge = str(run.results.judge.get("model"))
     return Entry(folder.name, run, card)
 
 
 def load_entries(root: str | Path) -> list[Entry]:
-    """Every scored result folder under ``root`` (a folder of result folders), by folder name."""
-    entries = (load_entry(results.parent) for results in sorted(Path(root).glob("*/results.json")))
-    return [entry for entry in entries if entry is not None]
+    """Every scored result folder under ``root`` (a folder of result folders), by folder name, labelled
+    as reports label runs (a backend added where two models or judges share a name)."""
+    entries = [e for e in (load_entry(r.parent) for r in sorted(Path(root).glob("*/results.json"))) if e is not None]
+    label_runs([entry.run for entry in entries])
+    return entries
 
 
 def _size(card: dict) -> float | None:
@@ -65,9 +65,9 @@ def _interval(interval: Interval) -> str:
     return "" if math.isnan(interval.low) else f"[{interval.low:.1f}, {interval.high:.1f}]"
 
 
-def leaderboard_row(entry: Entry, bootstrap: Bootstrap = Bootstrap()) -> dict:
-    """An entry's Table 1 figures; numbers stay numbers so the browser sorts them."""
-    summary = run_summary(entry.run.questions, bootstrap)
+def leaderboard_row(entry: Entry, summary: dict[str, Interval]) -> dict:
+    """An entry's Table 1 figures (``summary`` is its ``run_summary``); numbers stay numbers so the
+    browser sorts them."""
     gamut = summary["gamut"]
     partial = " (partial)" if entry.card.get("partial") else ""
     return {

@@ -21,7 +21,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from gamut_hf.analysis import Bootstrap
+from gamut_hf.analysis import Bootstrap, run_summary
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
 from gamut_hf.features import VARIANTS
 from gamut_hf.hub import HubFolder, PushError
@@ -60,7 +60,8 @@ class SpaceData:
     def __init__(self, config: SpaceConfig):
         self.config = config
         self.questions: dict[str, QuestionInfo] = dataset_questions(config.dataset) if config.dataset else {}
-        self.loaded: dict[str, tuple[int, Entry, dict]] = {}  # folder name -> (mtime, entry, leaderboard row)
+        # folder name -> (mtime, entry, its run_summary): the intervals are the costly part, kept across refreshes
+        self.loaded: dict[str, tuple[int, Entry, dict]] = {}
         self.entries: list[Entry] = []
         self.board = leaderboard_table([])
         self.index: FailureIndex | None = None
@@ -84,11 +85,12 @@ class SpaceData:
             if key in self.loaded and self.loaded[key][0] == mtime:
                 loaded[key] = self.loaded[key]
             elif (entry := load_entry(self.config.results / key)) is not None:
-                loaded[key] = (mtime, entry, leaderboard_row(entry, bootstrap))
+                loaded[key] = (mtime, entry, run_summary(entry.run.questions, bootstrap))
         self.loaded = loaded
         self.entries = [entry for _, entry, _ in loaded.values()]
-        label_runs([entry.run for entry in self.entries])  # judges sharing a name get their backend added
-        self.board = leaderboard_table([{**row, "judge": entry.run.judge} for _, entry, row in loaded.values()])
+        # Labels depend on every entry (a backend is added where names collide): made afresh each time.
+        label_runs([entry.run for entry in self.entries])
+        self.board = leaderboard_table([leaderboard_row(entry, summary) for _, entry, summary in loaded.values()])
         self.index = FailureIndex(self.entries, self.questions) if self.entries else None
         self.report = None
         self.report_thread = threading.Thread(target=self._build_report, args=(list(self.entries),), daemon=True)
