@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gamut_hf.compiler import CompileParams, compile_rubric
+from gamut_hf.errors import GamutError
 from gamut_hf.files import InputError, parse_json, read_text
 from gamut_hf.rubric import Check, MetaRubric, NonEmptyText, RubricError, parse_checks, parse_meta_rubric
 
@@ -65,7 +66,7 @@ class AnnotatedQuestion:
     checks_edited: bool
 
 
-class AnnotationError(ValueError):
+class AnnotationError(GamutError, ValueError):
     """An annotation folder with problems; ``problems`` has one line for each."""
 
     def __init__(self, source: Path, problems: list[str]):

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from gamut_hf.backends import BACKENDS
-from gamut_hf.backends.base import BackendError
 from gamut_hf.compiler import CompileParams, compile_rubric
+from gamut_hf.errors import GamutError
 from gamut_hf.files import InputError, read_json, read_jsonl
 from gamut_hf.rubric import Check, MetaRubric, RubricError, parse_checks, parse_meta_rubric
 from gamut_hf.scorer import ScoreParams, ScoringError, score_question
@@ -751,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as error:
         click.echo(f"gamut: {error.format_message()}", err=True)
         return error.exit_code
-    except (InputError, RubricError, ScoringError, BackendError, LookupError, ValueError) as error:
+    except GamutError as error:  # the user's to fix; anything else below is our bug
         click.echo(f"gamut: {error}".splitlines()[0], err=True)
         return EXIT_BAD_INPUT
     except click.Abort:

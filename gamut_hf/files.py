@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gamut_hf.errors import GamutError
 
-class InputError(ValueError):
+
+class InputError(GamutError, ValueError):
     """A file that cannot be read as the input it should be; the message is one line."""
 
 

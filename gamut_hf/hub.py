@@ -14,13 +14,14 @@ from typing import Literal
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
+from gamut_hf.errors import GamutError
 from gamut_hf.features import VARIANTS
 from gamut_hf.files import InputError
 
 UPLOAD_PATTERNS = ["README.md", *(f"{variant}/*.parquet" for variant in VARIANTS)]
 
 
-class PushError(RuntimeError):
+class PushError(GamutError, RuntimeError):
     """The hub refused or could not be reached; the message is one line."""
 
 

@@ -20,6 +20,7 @@ from datasets.exceptions import DatasetNotFoundError
 from PIL import Image as PILImage
 
 from gamut_hf.annotations import QUESTIONS_FILE
+from gamut_hf.errors import GamutError
 from gamut_hf.features import VARIANTS, Variant, checks_from_rows, meta_rubric_from_rows
 from gamut_hf.files import InputError
 from gamut_hf.models import cache_root
@@ -33,7 +34,7 @@ CRAG_MM_REPO = "crag-mm-2025/crag-mm-single-turn-public"
 OFFICIAL_SPLITS: dict[Variant, str] = {"multimodal": "test", "text_only": "test_text_only"}
 
 
-class ImageNotFound(LookupError):
+class ImageNotFound(GamutError, LookupError):
     """A question whose referenced image cannot be found; the message names the question."""
 
 

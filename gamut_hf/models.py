@@ -15,6 +15,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from gamut_hf.errors import GamutError
+
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -32,7 +34,7 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {
 DEFAULT_MODEL = "smollm2-135m"
 
 
-class ModelNotFound(LookupError):
+class ModelNotFound(GamutError, LookupError):
     """A model name that names nothing loadable here; the message says what to do."""
 
 

@@ -24,6 +24,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gamut_hf.errors import GamutError
+
 Tier = Literal["answer_critical", "valuable", "context"]
 TIERS: tuple[Tier, ...] = ("answer_critical", "valuable", "context")
 
@@ -233,7 +235,7 @@ class Problem:
         return f"{', '.join(where)}: {self.reason}"
 
 
-class RubricError(ValueError):
+class RubricError(GamutError, ValueError):
     """A rubric (meta or binary) failed validation; ``problems`` lists every problem found."""
 
     def __init__(self, problems: list[Problem]):

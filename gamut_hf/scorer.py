@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gamut_hf.errors import GamutError
 from gamut_hf.rubric import TIERS, VERDICTS, Check, Tier, Verdict
 
 # What a judge can leave behind: one of the four verdicts, or an unparseable answer.
@@ -88,7 +89,7 @@ class QuestionScore(BaseModel):
     tier_counts: dict[Tier, VerdictCounts]
 
 
-class ScoringError(ValueError):
+class ScoringError(GamutError, ValueError):
     """Verdicts that do not fit the checks they claim to grade."""
 
 

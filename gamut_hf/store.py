@@ -18,6 +18,8 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
+from gamut_hf.errors import GamutError
+
 STORE_FILE = "store.sqlite"
 
 SCHEMA = """
@@ -107,7 +109,7 @@ class StoredQuestion:
     checks: str  # the binary rubric as a JSON array
 
 
-class StoreConflict(ValueError):
+class StoreConflict(GamutError, ValueError):
     """Two stores disagree about the same key (``gamut merge``)."""
 
 

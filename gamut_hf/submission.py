@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator
 
+from gamut_hf.errors import GamutError
 from gamut_hf.features import Variant
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # 1,813 answers of ~10 KB each with room to spare
@@ -26,7 +27,7 @@ MAX_PROBLEMS = 20
 MODEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._+ -]{0,62}[A-Za-z0-9.+])?(?:/[A-Za-z0-9](?:[A-Za-z0-9._+ -]{0,62}[A-Za-z0-9.+])?)?$")
 
 
-class SubmissionError(ValueError):
+class SubmissionError(GamutError, ValueError):
     """An upload that cannot be accepted; ``problems`` lists every reason, one line each."""
 
     def __init__(self, problems: list[str]):

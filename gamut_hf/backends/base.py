@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from gamut_hf.errors import GamutError
+
 if TYPE_CHECKING:  # the core (the CLI included) must not import PIL
     from PIL import Image
 
@@ -108,7 +110,7 @@ def model_fingerprint(backend: str, model: str, options: dict[str, Any]) -> dict
     return {"backend": backend, "model": model, **kept}
 
 
-class BackendError(RuntimeError):
+class BackendError(GamutError, RuntimeError):
     """A backend that cannot start or serve (missing package, model not found, bad options)."""
 
 

@@ -1,0 +1,15 @@
+"""The one exception family for problems the user can fix.
+
+Every error that means "what you gave (a file, an option, a model name, an endpoint) is not
+usable" derives from :class:`GamutError`, whose message is one line naming what and where. The
+CLI maps a ``GamutError`` to exit status 2 and that line; any other exception is a bug in
+gamut-hf and exits 1 as an internal error (``GAMUT_DEBUG=1`` shows its traceback). Each area
+keeps its own subclass beside the code that raises it (``files.InputError``,
+``rubric.RubricError``, ``scorer.ScoringError``, ...), so callers can catch just their area.
+"""
+
+from __future__ import annotations
+
+
+class GamutError(Exception):
+    """A problem with the user's input or environment, phrased for them in one line."""
