@@ -32,10 +32,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from gamut_hf import atomic
+from gamut_hf.annotations import QUESTIONS_FILE
 from gamut_hf.authoring_store import AuthoredQuestion, AuthoringStore
 from gamut_hf.backends.base import Backend, ChatRequest, Choice, JsonSchema
 from gamut_hf.compiler import compile_rubric
 from gamut_hf.evidence import Retriever, Snippet
+from gamut_hf.files import InputError
 from gamut_hf.rubric import MetaRubric, RubricError, parse_meta_rubric
 
 Echo = Callable[[str], None]
@@ -393,20 +396,43 @@ def refine(store: AuthoringStore, retriever: Retriever, backend: Backend, *, k: 
 # -- 4. export -------------------------------------------------------------------------------
 
 
+def _is_previous_export(folder: Path) -> bool:
+    """An empty folder or one holding exactly what :func:`export` writes (questions.jsonl, images/)."""
+    names = {child.name for child in folder.iterdir()}
+    return names <= {QUESTIONS_FILE, "images"} and not (folder / "images").is_symlink() \
+        and ((folder / "images").is_dir() or "images" not in names)
+
+
 def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0", source: str = "authored") -> int:
-    """Accepted questions as an annotation folder (SPEC section 5) that ``gamut build`` takes."""
+    """Accepted questions as an annotation folder (SPEC section 5) that ``gamut build`` takes.
+
+    All or nothing: the folder is staged beside ``out`` and swapped in whole, so ``out`` is the old
+    export or the new one, never a mix. ``out`` may be new, empty or a previous export; anything
+    else is refused rather than replaced, since replacing it would delete what is in it.
+    """
     out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
-    lines = []
-    for q in store.questions():
-        if q.status != "accepted" or q.meta_rubric is None:
-            continue
-        shutil.copy2(store.folder / "images" / q.image, out / "images" / q.image)
-        record = {"id": q.id, "domain": q.domain, "question": q.question, "text_question": q.text_question,
-                  "entity": q.entity, "image": f"images/{q.image}", "image_source": source, "image_license": license_,
-                  "meta_rubric": {**q.meta_rubric, "question_id": q.id}}
-        if q.binary_rubric is not None:
-            record["binary_rubric"] = q.binary_rubric
-        lines.append(json.dumps(record, ensure_ascii=False))
-    (out / "questions.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
+    if out.is_dir() and not _is_previous_export(out):
+        raise InputError(f"{out}: holds files that are not an export (only {QUESTIONS_FILE} and images/ may be "
+                         "there); export into a new folder")
+    staging = atomic.staging_folder(out)
+    try:
+        (staging / "images").mkdir()
+        lines = []
+        for q in store.questions():
+            if q.status != "accepted" or q.meta_rubric is None:
+                continue
+            shutil.copy2(store.folder / "images" / q.image, staging / "images" / q.image)
+            record = {"id": q.id, "domain": q.domain, "question": q.question, "text_question": q.text_question,
+                      "entity": q.entity, "image": f"images/{q.image}", "image_source": source,
+                      "image_license": license_, "meta_rubric": {**q.meta_rubric, "question_id": q.id}}
+            if q.binary_rubric is not None:
+                record["binary_rubric"] = q.binary_rubric
+            lines.append(json.dumps(record, ensure_ascii=False))
+        (staging / QUESTIONS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        atomic.replace_folder(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return len(lines)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,17 +65,41 @@ class AuthoredQuestion:
 
 
 class AuthoringStore:
+    """The workspace's store; safe to share between threads (the review app serves each request
+    on a worker thread): every thread gets its own SQLite connection, so one thread's transaction
+    or rollback never touches another's, and SQLite's own locking orders their writes."""
+
+    BUSY_TIMEOUT_S = 30.0
+
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "images").mkdir(exist_ok=True)
         (self.folder / "rubrics").mkdir(exist_ok=True)
-        self.db = sqlite3.connect(self.folder / "authoring.sqlite", isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         self.db.executescript(SCHEMA)
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(self.folder / "authoring.sqlite", isolation_level=None,
+                                         timeout=self.BUSY_TIMEOUT_S, check_same_thread=False)
+            connection.execute("PRAGMA journal_mode=WAL")
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
     def close(self) -> None:
-        self.db.close()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
 
     def __enter__(self) -> AuthoringStore:
         return self

@@ -6,12 +6,14 @@ question and the checks; accepts, rejects or sends back for rework. Every change
 the workspace's SQLite store as it is made (no save button: a crash or a closed tab loses
 nothing), with who and when in the audit trail; consecutive keystrokes in one field coalesce
 into one trail entry. The diff between the compiled and the edited binary rubric is shown
-beside the table. Export writes the accepted questions as an annotation folder.
+beside the table. Export writes the accepted questions as an annotation folder under the
+workspace's ``exports/`` (only there: the app is a server, and a typed path must not pick where it writes).
 """
 
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import gradio as gr
@@ -20,6 +22,7 @@ import pandas as pd
 from gamut_hf.authoring import export
 from gamut_hf.authoring_store import AuthoringStore
 from gamut_hf.compiler import compile_rubric
+from gamut_hf.files import InputError
 from gamut_hf.rubric import RubricError, parse_checks, parse_meta_rubric
 
 CHECK_COLUMNS = ["id", "item_id", "kind", "tier", "text"]
@@ -66,6 +69,23 @@ def diff_table(compiled: list[dict], edited: list[dict] | None) -> pd.DataFrame:
             if cid not in before:
                 rows.append({"change": "added", "id": cid, "compiled": "", "edited": check["text"]})
     return pd.DataFrame(rows, columns=["change", "id", "compiled", "edited"])
+
+
+EXPORTS = "exports"
+EXPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def export_target(folder: str | Path, name: str) -> Path:
+    """The folder an export from the app goes to: ``DIR/exports/NAME``, never elsewhere.
+
+    The app is a server: a path typed into it must not choose where on the server files are
+    written, so only a plain name is taken (no separators, no ``..``, no hidden names).
+    """
+    name = (name or "").strip()
+    if not EXPORT_NAME.fullmatch(name) or ".." in name:
+        raise InputError(f"export name {name[:100]!r}: use a plain folder name (letters, digits, . _ -), "
+                         f"created under {Path(folder) / EXPORTS}")
+    return Path(folder) / EXPORTS / name
 
 
 def build_review_app(folder: str | Path) -> gr.Blocks:
@@ -124,7 +144,8 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
                 diff = gr.Dataframe(interactive=False, elem_id="diff", label="Edits against the compiled rubric")
         trail = gr.Dataframe(interactive=False, elem_id="trail", label="Audit trail")
         with gr.Row():
-            export_to = gr.Textbox(label="Export folder", value=str(Path(folder) / "export"), elem_id="export-to")
+            export_to = gr.Textbox(label=f"Export as (a folder under {Path(folder) / EXPORTS})", value="annotations",
+                                   elem_id="export-to")
             export_button = gr.Button("Export accepted questions", elem_id="export")
 
         shown = [image, question, text_question, scaffold, checks, diff, notes, trail, message]
@@ -181,8 +202,12 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
             button.click(set_status(status), [annotator, question_id], [message, question_id, trail, notes],
                          api_name=status)
 
-        def do_export(target: str):
-            count = export(store, target)
+        def do_export(name: str):
+            try:
+                target = export_target(folder, name)
+                count = export(store, target)
+            except InputError as error:
+                return f"Not exported: {error}"
             return f"Exported {count} accepted question(s) to {target}; build it with `gamut build {target} OUT`."
 
         export_button.click(do_export, export_to, message, api_name="export")

@@ -118,15 +118,90 @@ def test_an_annotators_edits_survive_a_reload_and_export_builds(review_app, gamu
         page.locator("#annotator input, #annotator textarea").first.fill("ana")
         page.click("#accept")
         expect(page.locator("#review-message textarea")).to_have_value(f"{QID}: accepted (ana).")
-        page.locator("#export-to input, #export-to textarea").first.fill(str(tmp_path / "annotations"))
+        page.locator("#export-to input, #export-to textarea").first.fill("annotations")
         page.click("#export")
+        exported = workspace / "exports" / "annotations"
         expect(page.locator("#review-message textarea")).to_have_value(
-            f"Exported 1 accepted question(s) to {tmp_path / 'annotations'}; build it with "
-            f"`gamut build {tmp_path / 'annotations'} OUT`.")
+            f"Exported 1 accepted question(s) to {exported}; build it with `gamut build {exported} OUT`.")
         page.screenshot(path=str(workspace / "review.png"), full_page=True)
         browser.close()
 
-    record = json.loads((tmp_path / "annotations" / "questions.jsonl").read_text().splitlines()[0])
+    record = json.loads((exported / "questions.jsonl").read_text().splitlines()[0])
     assert record["question"] == "How should I make this drink? at home"
-    done = gamut("build", tmp_path / "annotations", tmp_path / "built")
+    done = gamut("build", exported, tmp_path / "built")
     assert done.code == 0, done.err
+
+
+def test_export_endpoint_writes_only_under_the_workspace(review_app, tmp_path):
+    """A path typed into the server's export box must not choose where the server writes."""
+    from gradio_client import Client
+
+    url, workspace = review_app
+    client = Client(url, verbose=False)
+    client.predict("ana", QID, api_name="/accepted")
+    outside = tmp_path / "outside"
+    for typed in (str(outside), "../outside", "..", ".hidden", "a/b", ""):
+        message = client.predict(typed, api_name="/export")
+        assert message.startswith("Not exported: export name"), (typed, message)
+    assert not outside.exists() and not (workspace / "outside").exists()
+    assert not (workspace / "exports").exists()
+    message = client.predict("round-1", api_name="/export")
+    assert message.startswith(f"Exported 1 accepted question(s) to {workspace / 'exports' / 'round-1'}")
+    assert (workspace / "exports" / "round-1" / "questions.jsonl").is_file()
+
+
+def test_concurrent_edits_from_many_threads_are_all_kept(workspace):
+    """The app serves each request on a worker thread; 600 edits from 8 threads at once all land,
+    and a failing edit on one thread (rolled back) never undoes another thread's edit."""
+    import threading
+
+    errors: list[BaseException] = []
+    with AuthoringStore(workspace) as store:
+        start = threading.Barrier(8)
+
+        def annotate(thread: int) -> None:
+            start.wait()
+            for i in range(75):
+                try:
+                    field = ("question", "text_question")[i % 2]
+                    store.edit(QID, f"t{thread}-{i}", field, f"thread {thread} edit {i}")
+                    if i % 10 == 0:  # an edit that fails inside its transaction, rolled back
+                        store.edit("no-such-question", f"t{thread}", "question", "lost")
+                except KeyError:
+                    pass
+                except BaseException as error:  # noqa: BLE001 - collected and asserted below
+                    errors.append(error)
+
+        threads = [threading.Thread(target=annotate, args=(t,)) for t in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        trail = store.edits(QID)
+        assert len(trail) == 600  # every edit recorded, none undone by another thread's rollback
+        assert {e["who"] for e in trail} == {f"t{t}-{i}" for t in range(8) for i in range(75)}
+        last = {field: [e for e in trail if e["field"] == field][-1]["after"] for field in ("question", "text_question")}
+        question = store.question(QID)
+        assert (question.question, question.text_question) == (last["question"], last["text_question"])
+
+
+def test_cli_export_is_atomic_and_never_replaces_a_folder_that_is_not_an_export(workspace, gamut, tmp_path):
+    with AuthoringStore(workspace) as store:
+        store.edit(QID, "ana", "status", "accepted")
+    notes = tmp_path / "project"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    done = gamut("author", "export", workspace, notes)
+    assert done.code == 2 and "holds files that are not an export" in done.err
+    assert (notes / "notes.txt").read_text() == "mine" and sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+
+    out = tmp_path / "annotations"
+    assert gamut("author", "export", workspace, out).code == 0
+    first = (out / "questions.jsonl").read_text()
+    with AuthoringStore(workspace) as store:
+        store.edit(QID, "ana", "question", "How should I make this drink, exactly?")
+    assert gamut("author", "export", workspace, out).code == 0  # a previous export is replaced whole
+    second = (out / "questions.jsonl").read_text()
+    assert second != first and "exactly?" in second
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".annotations")) == []
