@@ -8,13 +8,15 @@ The output mirrors a Hugging Face dataset repository exactly::
 
 so ``load_dataset(OUT)`` and ``load_dataset(OUT, "text_only")`` work offline, and
 ``gamut push`` uploads the folder as it is. Everything is validated before anything is
-written, and the folder appears only when complete (built beside OUT, then renamed).
+written, and the folder appears only when complete (built beside OUT, then swapped in by
+``atomic.replace_folder``). ``--overwrite`` replaces only a previous build: a folder holding
+exactly a card written by gamut (``card.BUILD_MARKER``) and the two configurations' parquet
+files. OUT may not overlap SOURCE, nor be the current folder or one above it.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,8 @@ from datasets import Dataset, Features
 from datasets.utils.logging import disable_progress_bar, enable_progress_bar
 
 from gamut_hf.annotations import AnnotatedQuestion, read_annotations
-from gamut_hf.card import render_card
+from gamut_hf.atomic import replace_folder, staging_folder
+from gamut_hf.card import BUILD_MARKER, CARD_FILE, render_card
 from gamut_hf.compiler import CompileParams
 from gamut_hf.features import RUBRIC_VERSION, VARIANTS, Variant, gamut_features, meta_rubric_to_rows
 from gamut_hf.files import InputError
@@ -86,6 +89,57 @@ def _write_variant(
     return written
 
 
+def _not_a_build(folder: Path) -> str | None:
+    """What in ``folder`` shows it is not a previous build of ours (None: it is one, or empty)."""
+    entries = {entry.name: entry for entry in folder.iterdir()}
+    if not entries:
+        return None
+    for name, entry in sorted(entries.items()):
+        if name not in (CARD_FILE, *VARIANTS):
+            return name
+        if entry.is_symlink():
+            return f"{name} (a link)"
+    card = entries.get(CARD_FILE)
+    if card is None or not card.is_file():
+        return f"no {CARD_FILE}"
+    if BUILD_MARKER not in card.read_text(encoding="utf-8", errors="replace"):
+        return f"{CARD_FILE} (not a card written by gamut build)"
+    for variant in VARIANTS:
+        configuration = entries.get(variant)
+        if configuration is None or not configuration.is_dir():
+            return f"no {variant}/"
+        for shard in sorted(configuration.iterdir()):
+            if not (shard.is_file() and not shard.is_symlink() and shard.name.startswith("test-")
+                    and shard.suffix == ".parquet"):
+                return f"{variant}/{shard.name}"
+    return None
+
+
+def check_output_folder(source: Path, out: Path, overwrite: bool) -> None:
+    """Refuse, before anything is read or written, an OUT whose replacement could lose anything
+    that is not a previous build: SOURCE itself, a folder holding or inside SOURCE, the current
+    folder or one above it, or a folder of other files (links resolved throughout)."""
+    where, annotations, here = out.resolve(), source.resolve(), Path.cwd().resolve()
+    if where == annotations:
+        raise InputError(f"{out}: is the annotation folder itself; build into a new folder")
+    if where in annotations.parents:
+        raise InputError(f"{out}: holds the annotation folder {source}; build into a new folder outside it")
+    if annotations in where.parents:
+        raise InputError(f"{out}: is inside the annotation folder {source}; build into a new folder outside it")
+    if where == here or where in here.parents:
+        raise InputError(f"{out}: is the current folder or one above it; build into a new folder")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder")
+    if not out.is_dir():
+        return
+    if not overwrite and any(out.iterdir()):
+        raise InputError(f"{out}: folder is not empty (use --overwrite to replace a previous build)")
+    stranger = _not_a_build(out)
+    if stranger is not None:
+        raise InputError(f"{out}: not a previous gamut build ({stranger}); --overwrite replaces only those, "
+                         "so build into a new or empty folder")
+
+
 def build_dataset(
     source: str | Path,
     out: str | Path,
@@ -98,18 +152,13 @@ def build_dataset(
     extra_domains: tuple[str, ...] = (),
 ) -> list[AnnotatedQuestion]:
     """Validate SOURCE, then write the hub-layout folder OUT. Raises before writing anything."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise InputError(f"{out}: folder is not empty (use --overwrite to replace it)")
+    source, out = Path(source), Path(out)
+    check_output_folder(source, out, overwrite)
     questions = read_annotations(source, compile_params=compile_params, extra_domains=extra_domains)
 
     domains = sorted({q.domain for q in questions})
     features = {variant: gamut_features(domains, variant) for variant in VARIANTS}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    staging.chmod(0o755)  # mkdtemp's 0700 would survive the rename
+    staging = staging_folder(out)
     disable_progress_bar()  # datasets' per-shard bars would drown the build's own output
     try:
         sizes = {
@@ -121,10 +170,8 @@ def build_dataset(
             questions, stats, features=features, sizes=sizes, compile_params=compile_params,
             pretty_name=pretty_name, license=license, repo_hint=repo_id or str(out),
         )
-        (staging / "README.md").write_text(card, encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+        (staging / CARD_FILE).write_text(card, encoding="utf-8")
+        replace_folder(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

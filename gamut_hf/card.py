@@ -2,13 +2,15 @@
 
 The YAML header is made with huggingface_hub's ``DatasetCardData`` and datasets'
 ``DatasetInfosDict``, so ``configs:`` and ``dataset_info:`` are exactly what the hub and
-``load_dataset`` expect; the body fills ``dataset_card/template.md``.
+``load_dataset`` expect; the body fills the package's ``card_template.md`` (package data, so an
+installed gamut-hf builds datasets; ``dataset_card/template.md`` at the top of the repository is
+a link to it).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
+from importlib.resources import files
 from string import Template
 
 from datasets import Features
@@ -21,7 +23,11 @@ from gamut_hf.compiler import CompileParams
 from gamut_hf.features import RUBRIC_VERSION, VARIANTS
 from gamut_hf.stats import RubricStats, stats_markdown
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "dataset_card" / "template.md"
+TEMPLATE = files("gamut_hf") / "card_template.md"
+CARD_FILE = "README.md"
+# Written into every card right after its YAML header (an HTML comment: the hub shows nothing).
+# `gamut build --overwrite` replaces only a folder whose card carries it (build.check_output_folder).
+BUILD_MARKER = "<!-- gamut-hf: this folder was written by `gamut build`; --overwrite may replace it -->"
 
 
 def _size_category(n: int) -> str:
@@ -104,6 +110,7 @@ def render_card(
     params = ", ".join(f"`{k}={v}`" for k, v in compile_params.model_dump().items())
     body = Template(TEMPLATE.read_text(encoding="utf-8")).substitute(
         metadata=card_metadata(pretty_name, features, len(questions), sizes, license),
+        build_marker=BUILD_MARKER,
         pretty_name=pretty_name,
         questions=len(questions),
         domain_count=len(stats.domains),

@@ -128,13 +128,91 @@ def test_invalid_folder_lists_every_problem_and_writes_nothing(tmp_path, gamut):
 
 def test_build_refuses_to_overwrite_unless_asked(tmp_path, gamut):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("precious")
+    assert gamut("build", VALID, out).code == 0
     result = gamut("build", VALID, out)
     assert result.code == 2 and "folder is not empty (use --overwrite" in result.err
-    assert (out / "keep.txt").read_text() == "precious"
+    before = (out / "README.md").stat().st_ino
     assert gamut("build", VALID, out, "--overwrite").code == 0
-    assert not (out / "keep.txt").exists() and (out / "README.md").is_file()
+    assert (out / "README.md").stat().st_ino != before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing left aside
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def copy_annotations(folder: Path) -> Path:
+    import shutil
+
+    shutil.copytree(VALID, folder)
+    return folder
+
+
+def refused(result, *words: str) -> None:
+    assert result.code == 2, result.err
+    assert len(result.err.strip().splitlines()) == 1 and all(word in result.err for word in words), result.err
+
+
+def test_build_overwrite_never_deletes_the_annotation_folder_or_what_holds_it(tmp_path, gamut):
+    """Issue 12 item 1: `gamut build proj/ann proj --overwrite` used to delete proj, annotations included."""
+    project = tmp_path / "proj"
+    ann = copy_annotations(project / "ann")
+    (project / "notes.txt").write_text("mine")
+    before = tree(project)
+    refused(gamut("build", ann, project, "--overwrite"), "holds the annotation folder")
+    refused(gamut("build", ann, ann, "--overwrite"), "is the annotation folder itself")
+    refused(gamut("build", ann, ann / "built", "--overwrite"), "is inside the annotation folder")
+    (tmp_path / "link").symlink_to(project, target_is_directory=True)
+    refused(gamut("build", ann, tmp_path / "link", "--overwrite"), "holds the annotation folder")
+    assert tree(project) == before
+
+
+def test_build_overwrite_never_deletes_the_current_folder(tmp_path, gamut):
+    """`gamut build ann . --overwrite` used to wipe the current folder."""
+    here = tmp_path / "work"
+    here.mkdir()
+    (here / "thesis.tex").write_text("years of it")
+    ann = copy_annotations(tmp_path / "ann")
+    refused(gamut("build", ann, ".", "--overwrite", cwd=here), "is the current folder or one above it")
+    empty = here / "sub"
+    empty.mkdir()
+    refused(gamut("build", ann, "..", "--overwrite", cwd=empty), "is the current folder or one above it")
+    assert (here / "thesis.tex").read_text() == "years of it" and empty.is_dir()
+
+
+@pytest.mark.parametrize("change", ["extra file", "foreign card", "no card", "stray shard"])
+def test_build_overwrite_replaces_only_a_previous_build(tmp_path, gamut, change):
+    out = tmp_path / "out"
+    assert gamut("build", VALID, out).code == 0
+    if change == "extra file":
+        (out / "keep.txt").write_text("precious")
+    elif change == "foreign card":
+        (out / "README.md").write_text("# My own dataset\n")
+    elif change == "no card":
+        (out / "README.md").unlink()
+    else:
+        (out / "text_only" / "notes.md").write_text("mine")
+    before = tree(out)
+    refused(gamut("build", VALID, out, "--overwrite"), "not a previous gamut build")
+    assert tree(out) == before
+
+
+def test_build_overwrite_keeps_the_old_build_if_the_new_one_cannot_be_moved_in(tmp_path, monkeypatch):
+    """Rename aside, rename in, then delete: a failure at the swap leaves the previous build whole."""
+    out = tmp_path / "out"
+    build_dataset(VALID, out)
+    before = tree(out)
+    rename = Path.rename
+
+    def failing_rename(self, target):
+        if self.name.endswith(".staging"):
+            raise OSError("disk full")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing_rename)
+    with pytest.raises(OSError, match="disk full"):
+        build_dataset(VALID, out, overwrite=True)
+    assert tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
 def test_failed_build_keeps_the_previous_dataset(tmp_path, gamut):
