@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
+from pydantic import ValidationError
 
 from gamut_hf.backends import BACKENDS
 from gamut_hf.compiler import CompileParams, compile_rubric
-from gamut_hf.errors import GamutError
+from gamut_hf.errors import GamutError, first_problem
 from gamut_hf.files import InputError, read_json, read_jsonl
 from gamut_hf.rubric import Check, MetaRubric, RubricError, parse_checks, parse_meta_rubric
+from gamut_hf.run_folder import DETAILS_FILE, RESULTS_FILE
 from gamut_hf.scorer import ScoreParams, ScoringError, score_question
 
 if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
@@ -122,6 +124,25 @@ def compile_command(path: str, **options: Any) -> None:
     _print_json([check.model_dump() for check in checks])
 
 
+SCORE_FLAGS = {"partial_credit": "--partial-credit", "contradiction_penalty": "--contradiction-penalty",
+               "tier_weights": "--weights"}
+
+
+def _score_params(partial_credit: float, contradiction_penalty: float, weights: str) -> ScoreParams:
+    try:
+        ac, v, ctx = (float(w) for w in weights.split(","))
+    except ValueError:
+        raise BadInput(f"--weights: expected three numbers like 0.6,0.3,0.1, got {weights!r}") from None
+    try:
+        return ScoreParams(partial_credit=partial_credit, contradiction_penalty=contradiction_penalty,
+                           tier_weights={"answer_critical": ac, "valuable": v, "context": ctx})
+    except ValidationError as error:
+        where, message = first_problem(error)
+        field, _, tier = where.partition(".")
+        flag = SCORE_FLAGS.get(field, "--weights")  # the whole-object check is about the weights
+        raise BadInput(f"{flag}{f' ({tier})' if tier else ''}: {message}") from None
+
+
 def _load_checks(path: str, params: CompileParams) -> list[Check]:
     data = read_json(path)
     try:
@@ -135,11 +156,13 @@ def _load_checks(path: str, params: CompileParams) -> list[Check]:
 @cli.command()
 @click.argument("rubric", metavar="RUBRIC|RUN_DIR")
 @click.argument("verdicts", metavar="[VERDICTS]", required=False)
-@click.option("--partial-credit", type=float, default=0.5, show_default=True, help="lambda")
-@click.option("--contradiction-penalty", type=click.FloatRange(max=0), default=-2.0, show_default=True, help="mu")
+@click.option("--partial-credit", type=float, default=0.5, show_default=True,
+              help="lambda: credit for partially_meets, from 0 to 1.")
+@click.option("--contradiction-penalty", type=float, default=-2.0, show_default=True,
+              help="mu: weight of contradicts, below 0.")
 @click.option(
     "--weights", default="0.6,0.3,0.1", show_default=True, metavar="AC,V,CTX",
-    help="Tier weights for answer_critical, valuable and context.",
+    help="Tier weights for answer_critical, valuable and context (non-negative, not all 0).",
 )
 @click.option("--errors-as-missing", is_flag=True,
               help="Run folder: count judge errors and unjudged checks as missing (their number is shown).")
@@ -152,17 +175,10 @@ def score(rubric: str, verdicts: str | None, partial_credit: float, contradictio
     object {check_id: verdict}. Prints {"score", "tiers", "counts"}.
 
     RUN_DIR: a folder written by `gamut run` (or generate/judge/merge); rewrites its
-    results.json and details.parquet from the store alone.
+    results.json and details.parquet from the store alone, recording these parameters in
+    results.json (reports and the leaderboard score the run with them).
     """
-    try:
-        ac, v, ctx = (float(w) for w in weights.split(","))
-    except ValueError:
-        raise BadInput(f"--weights: expected three numbers like 0.6,0.3,0.1, got {weights!r}") from None
-    params = ScoreParams(
-        partial_credit=partial_credit,
-        contradiction_penalty=contradiction_penalty,
-        tier_weights={"answer_critical": ac, "valuable": v, "context": ctx},
-    )
+    params = _score_params(partial_credit, contradiction_penalty, weights)
     if verdicts is None:
         if not Path(rubric).is_dir():
             raise BadInput(f"{rubric}: expected a run folder, or a RUBRIC and a VERDICTS file")
@@ -315,8 +331,10 @@ def pipeline_options(command: Any) -> Any:
         click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
         click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
         click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
-        click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions."),
+        click.option("--limit", type=click.IntRange(min=0), help="Only the first N questions (0: no limit)."),
         click.option("--question-id", "question_ids", multiple=True, metavar="ID", help="Only these questions."),
+        click.option("--all", "all_questions", is_flag=True,
+                     help="Every question: clears a --limit, --question-id or --shard the run in DIR has."),
         click.option("--shard", metavar="i/n", help="Only questions i, i+n, i+2n, ... (merge shards with `gamut merge`)."),
         click.option("--max-tokens", type=click.IntRange(min=1), help=f"Candidate answer length cap [default: 1024; {EMBEDDED_MAX_TOKENS} for the embedded default]."),
         click.option("--rationale/--no-rationale", default=None, help="Judge writes a short rationale first."),
@@ -348,18 +366,28 @@ def _model_spec(base: ModelSpec, name: str | None, backend: str | None, pairs: t
     return spec
 
 
-def _run_config(options: dict[str, Any]) -> RunConfig:
-    from gamut_hf.models import DEFAULT_MODEL
-    from gamut_hf.pipeline import RunConfig
+def _stored_config(out: str) -> RunConfig | None:
+    """The settings of the run already in ``out``, if any."""
+    from gamut_hf.pipeline import stored_config
     from gamut_hf.store import RunStore, has_store
 
-    base = RunConfig()
-    stored_variant = None
-    if has_store(options["out"]):
-        with RunStore(options["out"]) as store:
-            if "config" in store.info():
-                base = RunConfig.model_validate(store.info()["config"])
-                stored_variant = base.variant
+    if not has_store(out):
+        return None
+    with RunStore(out) as store:
+        return stored_config(store)
+
+
+def _run_config(options: dict[str, Any], stored: RunConfig | None) -> RunConfig:
+    """The run's settings: the options given, the rest from ``stored`` (the run in --out) or the defaults."""
+    from gamut_hf.models import DEFAULT_MODEL
+    from gamut_hf.pipeline import RunConfig
+
+    selection = [flag for flag, name in (("--limit", "limit"), ("--question-id", "question_ids"), ("--shard", "shard"))
+                 if options[name]]
+    if options["all_questions"] and selection:
+        raise BadInput(f"--all: every question, so not with {selection[0]}")
+    base = stored or RunConfig()
+    stored_variant = stored.variant if stored else None
     candidate = _model_spec(base.candidate, options["model"], options["backend"], options["model_options"],
                             options["base_urls"], options["concurrency"], "--model-option")
     judge = _model_spec(base.judge, options["judge"], options["judge_backend"], options["judge_options"],
@@ -377,7 +405,41 @@ def _run_config(options: dict[str, Any]) -> RunConfig:
         fields["question_ids"] = options["question_ids"]
     if options["shard"] is not None:
         fields["shard"] = _shard(options["shard"])
+    if options["limit"] == 0 or options["all_questions"]:
+        fields["limit"] = None
+    if options["all_questions"]:
+        fields.update(question_ids=(), shard=None)
     return base.model_copy(update={"candidate": candidate, "judge": judge, "variant": variant, **fields})
+
+
+# How an inherited setting is named on the command line.
+RUN_FLAGS = {"dataset": "--dataset", "revision": "--revision", "variant": "--variant", "candidate": "--model",
+             "judge": "--judge", "limit": "--limit", "question_ids": "--question-id", "images": "--images",
+             "shard": "--shard", "max_tokens": "--max-tokens", "rationale": "--rationale",
+             "judge_retries": "--judge-retries", "batch_size": "--batch-size", "judge_batch_size": "--judge-batch-size"}
+
+
+def _inherited(options: dict[str, Any], config: RunConfig) -> dict[str, str]:
+    """The settings taken from the stored run: where ``config`` differs from what the same
+    options would give in an empty folder, each (by field) as the option that would set it."""
+    fresh = _run_config(options, None)
+    named = {}
+    for name, flag in RUN_FLAGS.items():
+        value = getattr(config, name)
+        if value == getattr(fresh, name):
+            continue
+        if name in ("candidate", "judge"):
+            keys = f"; options {', '.join(sorted(value.options))}" if value.options else ""  # values may be secrets
+            named[name] = f"{flag} {value.name} ({value.backend}{keys})"
+        elif name == "question_ids":
+            named[name] = f"{flag} " + " ".join(value[:5]) + (f" and {len(value) - 5} more" if len(value) > 5 else "")
+        elif name == "shard":
+            named[name] = f"{flag} {value[0]}/{value[1]}"
+        elif name == "rationale":
+            named[name] = "--rationale" if value else "--no-rationale"
+        else:
+            named[name] = f"{flag} {'(none)' if value is None else value}"
+    return named
 
 
 def _print_summary(results: RunResults, out: str) -> None:
@@ -392,13 +454,24 @@ def _print_summary(results: RunResults, out: str) -> None:
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
     click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
-    click.echo(f"  wrote {Path(out) / 'results.json'} and {Path(out) / 'details.parquet'}")
+    if results.score_params != ScoreParams():
+        params = results.score_params
+        weights = ",".join(f"{w:g}" for w in params.tier_weights.values())
+        click.echo(f"  scored with --partial-credit {params.partial_credit:g} --contradiction-penalty "
+                   f"{params.contradiction_penalty:g} --weights {weights} (recorded in {RESULTS_FILE})")
+    click.echo(f"  wrote {Path(out) / RESULTS_FILE} and {Path(out) / DETAILS_FILE}")
 
 
 def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     from gamut_hf.pipeline import run as run_pipeline
 
-    config = _run_config(options)
+    stored = _stored_config(options["out"])
+    config = _run_config(options, stored)
+    if stored is not None and (inherited := _inherited(options, config)):
+        # Said every time: a selection taken silently from an earlier run is easy to miss.
+        hint = "; --all for every question" if inherited.keys() & {"limit", "question_ids", "shard"} else ""
+        click.echo(f"from the run in {options['out']}: {', '.join(inherited.values())} "
+                   f"(give an option to change it{hint})", err=True)
     click.echo(f"{' + '.join(stages)}: {config.candidate.name} ({config.candidate.backend}) judged by "
                f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}", err=True)
     results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
@@ -443,7 +516,7 @@ def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
     All or nothing per source: an entry that two stores hold with different results is an
     error, never a silent overwrite.
     """
-    from gamut_hf.pipeline import RunConfig, score as score_store
+    from gamut_hf.pipeline import RunConfig, score as score_store, stored_config
     from gamut_hf.store import RunStore, StoreConflict, has_store
 
     configs = []
@@ -452,15 +525,15 @@ def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
             if not has_store(source):
                 raise BadInput(f"{source}: no run store here (store.sqlite)")
             with RunStore(source) as other:
-                info = other.info()
-                if "config" not in info:
+                config = stored_config(other)
+                if config is None:
                     raise BadInput(f"{source}: the store records no run")
                 try:
                     added = target.merge_from(other)
                 except StoreConflict as error:
                     raise BadInput(str(error)) from None
-                configs.append(RunConfig.model_validate(info["config"]))
-                fingerprint = info.get("dataset_fingerprint")
+                configs.append(config)
+                fingerprint = other.info().get("dataset_fingerprint")
             click.echo(f"merged {source}: " + ", ".join(f"{n} {t}" for t, n in added.items()), err=True)
         same = {c.model_dump_json(include=RunConfig.IDENTITY) for c in configs}
         if len(same) > 1:

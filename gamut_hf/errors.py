@@ -10,6 +10,21 @@ keeps its own subclass beside the code that raises it (``files.InputError``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class GamutError(Exception):
     """A problem with the user's input or environment, phrased for them in one line."""
+
+
+def first_problem(error: ValidationError) -> tuple[str, str]:
+    """A pydantic ValidationError's first problem as (field path, message), for a one-line
+    GamutError that names the field (``""`` for the object as a whole)."""
+    problem = error.errors(include_url=False)[0]
+    message = problem["msg"].removeprefix("Value error, ")
+    if problem["type"] == "extra_forbidden":
+        message = "unknown field"
+    return ".".join(str(part) for part in problem["loc"]), message

@@ -22,6 +22,7 @@ import pandas as pd
 from gamut_hf.figures import VERDICT_COLOURS
 from gamut_hf.leaderboard import Entry
 from gamut_hf.rubric import ITEM_TYPES, TIERS, VERDICTS
+from gamut_hf.run_folder import DETAILS_FILE, RESPONSES_FILE
 
 ANY = "any"
 FILTERS = ("domain", "tier", "verdict", "item_type")
@@ -59,15 +60,11 @@ def dataset_questions(source: str) -> dict[str, QuestionInfo]:
 
 class FailureIndex:
     def __init__(self, entries: list[Entry], questions: dict[str, QuestionInfo] | None = None):
-        import pyarrow.parquet as pq
-
         self.entries = {e.key: e for e in entries}
         self.info = questions or {}
         frames, scores, responses = [], [], []
         for entry in entries:
-            folder = entry.run.folder
-            extra = pq.read_table(folder / "details.parquet", columns=["check_text", "rationale"],
-                                  read_dictionary=["check_text"]).to_pandas()
+            extra = entry.run.table(DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]).to_pandas()
             details = entry.run.details
             frames.append(pd.DataFrame({
                 "entry": entry.key, "question_id": details["question_id"], "domain": details["domain"],
@@ -75,9 +72,7 @@ class FailureIndex:
                 "kind": details["kind"], "item_type": details["item_type"], "verdict": details["verdict"],
                 "check_text": extra["check_text"].astype(str), "rationale": extra["rationale"]}))
             scores.append(entry.run.questions[["domain", "score", *VERDICTS, "checks"]].assign(entry=entry.key))
-            answers = folder / "responses.parquet"
-            if answers.is_file():
-                responses.append(pd.read_parquet(answers).assign(entry=entry.key))
+            responses.append(entry.run.table(RESPONSES_FILE).to_pandas().assign(entry=entry.key))
         categorical = ("entry", "question_id", "domain", "check_id", "item_id", "tier", "kind", "item_type",
                        "verdict", "check_text")
         self.verdicts = pd.concat(frames, ignore_index=True).astype({c: "category" for c in categorical})

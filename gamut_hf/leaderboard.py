@@ -18,6 +18,7 @@ import pandas as pd
 from gamut_hf.analysis import Interval
 from gamut_hf.report import Run, label_runs, load_run
 from gamut_hf.rubric import TIERS, VERDICTS
+from gamut_hf.run_folder import run_folders_in
 
 CARD_FILE = "model.json"
 LEADERBOARD_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions", "Gamut", "Gamut 95% CI",
@@ -51,7 +52,7 @@ def load_entry(folder: Path) -> Entry | None:
 def load_entries(root: str | Path) -> list[Entry]:
     """Every scored result folder under ``root`` (a folder of result folders), by folder name, labelled
     as reports label runs (a backend added where two models or judges share a name)."""
-    entries = [e for e in (load_entry(r.parent) for r in sorted(Path(root).glob("*/results.json"))) if e is not None]
+    entries = [e for e in (load_entry(folder) for folder in run_folders_in(root)) if e is not None]
     label_runs([entry.run for entry in entries])
     return entries
 

@@ -8,8 +8,8 @@ Three stages over one run store (:mod:`gamut_hf.store`):
 2. **judge**: every check of every answered question on its own (SPEC section 3), whole
    questions per backend call so a question's checks share their prompt prefix; an
    unreadable verdict is retried, then stored as ``error`` with the raw output.
-3. **score**: from the store alone (SPEC section 4), writing ``results.json`` and
-   ``details.parquet``.
+3. **score**: from the store alone (SPEC section 4), writing the run folder's outputs
+   (:mod:`gamut_hf.run_folder`: results.json, details.parquet, responses.parquet).
 
 Every row is keyed by a content hash of what determines it, so what is already stored is
 recognised before any model is loaded: a finished run starts no engine at all.
@@ -25,12 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 
 from gamut_hf.backends import load_backend
 from gamut_hf.backends.base import Backend, Completion, model_fingerprint
-from gamut_hf.features import DETAILS_FEATURES, RESPONSES_FEATURES, Variant
+from gamut_hf.features import DETAILS_FEATURES, Variant
 from gamut_hf.judge import (
     GENERATE_PROMPT_VERSION,
     JUDGE_PROMPT_VERSION,
@@ -41,13 +41,9 @@ from gamut_hf.judge import (
 )
 from gamut_hf.models import DEFAULT_MODEL
 from gamut_hf.rubric import Check, parse_checks
+from gamut_hf.run_folder import RunResults, StageReport, write_outputs
 from gamut_hf.scorer import DEFAULT_SCORE_PARAMS, Outcome, RunScore, ScoreParams, score_run
 from gamut_hf.store import RunStore, StoredGeneration, StoredQuestion, StoredVerdict, content_key
-
-RESULTS_FILE = "results.json"
-DETAILS_FILE = "details.parquet"
-RESPONSES_FILE = "responses.parquet"
-
 
 class ModelSpec(BaseModel):
     """A model and how to run it; ``options`` go to the backend's constructor."""
@@ -192,36 +188,6 @@ def verdict_key(judge: ModelSpec, generation: StoredGeneration, check: Check, ra
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
-
-
-class StageReport(BaseModel):
-    """What one stage did; printed at its end and kept in results.json."""
-
-    stage: str
-    done_before: int = 0
-    done_now: int = 0
-    failed: int = 0
-    seconds: float = 0.0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-
-    def add(self, completions: Sequence[Completion]) -> None:
-        self.prompt_tokens += sum(c.prompt_tokens for c in completions)
-        self.completion_tokens += sum(c.completion_tokens for c in completions)
-        self.cached_tokens += sum(c.cached_tokens or 0 for c in completions)
-
-    def line(self, unit: str) -> str:
-        rate = self.done_now / self.seconds if self.seconds else 0.0
-        text = (f"{self.stage}: {self.done_now} {unit} in {self.seconds:.1f} s ({rate:.2f}/s), "
-                f"{self.done_before} already stored")
-        if self.seconds and self.prompt_tokens:
-            text += f", {self.prompt_tokens / self.seconds:.0f} prompt tok/s"
-        if self.prompt_tokens and self.cached_tokens:
-            text += f", prefix cache {100 * self.cached_tokens / self.prompt_tokens:.0f}% of prompt tokens"
-        if self.failed:
-            text += f", {self.failed} failed (rerun to retry)"
-        return text
 
 
 Echo = Callable[[str], None]
@@ -413,21 +379,6 @@ def _judge_batch(backend: Backend, batch: Sequence[JudgeJob], requests: list[Any
 # -- stage 3: score --------------------------------------------------------------------------
 
 
-class RunResults(BaseModel):
-    """results.json: one run, one candidate, one judge."""
-
-    model: dict[str, Any]
-    judge: dict[str, Any]
-    dataset: dict[str, Any]
-    variant: str
-    prompt_versions: dict[str, str]
-    score: RunScore
-    judge_errors: int
-    unfinished_checks: int
-    usage: dict[str, dict[str, int | float]]
-    stages: list[StageReport] = Field(default_factory=list)
-
-
 def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
     prompt = sum(r.prompt_tokens or 0 for r in rows)
     cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
@@ -438,13 +389,13 @@ def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]
 
 def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
           params: ScoreParams = DEFAULT_SCORE_PARAMS, stages: Sequence[StageReport] = ()) -> RunResults:
-    """Score the run recorded in ``store`` from the store alone; write results.json and details.parquet."""
-    info = store.info()
-    if "config" not in info:
+    """Score the run recorded in ``store`` from the store alone; write the run folder's outputs."""
+    config = stored_config(store)
+    if config is None:
         from gamut_hf.files import InputError
 
         raise InputError(f"{store.path}: no run recorded here (run `gamut run` or `gamut generate` first)")
-    config = RunConfig.model_validate(info["config"])
+    info = store.info()
     questions = [PlannedQuestion.from_store(row, i) for i, row in enumerate(store.questions(config.variant))]
     selected = set(info.get("question_ids", [q.id for q in questions]))
     questions = [q for q in questions if q.id in selected]
@@ -477,39 +428,34 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
         dataset={"source": config.dataset, "revision": config.revision,
                  "fingerprint": info.get("dataset_fingerprint")}, variant=config.variant,
         prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
-        score=run_score, judge_errors=judge_errors, unfinished_checks=unfinished,
+        score=run_score, score_params=params, judge_errors=judge_errors, unfinished_checks=unfinished,
         usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
         stages=list(stages))
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
     responses = {"question_id": [g.question_id for g in answered], "response": [g.response for g in answered],
                  "error": [g.error for g in answered]}
-    write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
-    return results
-
-
-def write_outputs(out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]],
-                  responses: Mapping[str, Sequence[Any]]) -> None:
-    """results.json, details.parquet and responses.parquet (tables given column by column), each
-    written beside and renamed into place."""
-    import datasets
-    import pyarrow.parquet as pq
-
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    # pyarrow directly: the datasets file (features in the schema metadata), without a progress bar.
-    for name, columns, features in ((DETAILS_FILE, details, DETAILS_FEATURES),
-                                    (RESPONSES_FILE, responses, RESPONSES_FEATURES)):
-        staging = folder / (name + ".partial")
-        pq.write_table(datasets.Dataset.from_dict(dict(columns), features=features).data.table, staging)
-        staging.replace(folder / name)
-    # results.json last: a folder with it is a complete run.
-    staging = folder / (RESULTS_FILE + ".partial")
-    staging.write_text(results.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    staging.replace(folder / RESULTS_FILE)
+    return write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
 
 
 # -- the whole run ---------------------------------------------------------------------------
+
+
+def stored_config(store: RunStore) -> RunConfig | None:
+    """The settings of the run recorded in ``store``; None when none is. A config this version
+    cannot read (another version's, or edited by hand) is the user's to fix, named in one line."""
+    from gamut_hf.errors import first_problem
+    from gamut_hf.files import InputError
+
+    info = store.info()
+    if "config" not in info:
+        return None
+    try:
+        return RunConfig.model_validate(info["config"])
+    except ValidationError as error:
+        where, message = first_problem(error)
+        raise InputError(f"{store.path}: the recorded run settings are not usable ({where or 'config'}: {message}); "
+                         "start the run in a new folder") from None
 
 
 def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> None:

@@ -27,18 +27,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from pydantic import ValidationError
 
 from gamut_hf import analysis, figures
 from gamut_hf.analysis import Bootstrap, Interval
 from gamut_hf.files import InputError
 from gamut_hf.rubric import TIERS, VERDICTS
+from gamut_hf.run_folder import (
+    DETAILS_FILE,
+    RESULTS_FILE,
+    RunFolder,
+    RunResults,
+    is_run_folder,
+    read_run_folder,
+    run_folders_in,
+)
 
 if TYPE_CHECKING:
-    from gamut_hf.pipeline import RunResults
+    import pyarrow as pa
 
-RESULTS_FILE = "results.json"
-DETAILS_FILE = "details.parquet"
 TIER_LABELS = {"answer_critical": "AC", "valuable": "V", "context": "Ctx"}
 VERDICT_LABELS = {"meets": "% meets", "partially_meets": "% partial", "missing": "% missing", "contradicts": "% contra"}
 SIGNIFICANCE = 0.05
@@ -69,48 +75,39 @@ class Run:
     def scored(self) -> bool:
         return self.excluded is None
 
+    def table(self, name: str, columns: Sequence[str] | None = None, **options) -> pa.Table:
+        """One of the run's tables (run_folder's file names), refused unless results.json was written with it."""
+        return RunFolder(self.folder, self.results).table(name, columns, **options)
+
 
 def _name(fingerprint: dict) -> str:
     return str(fingerprint.get("model") or fingerprint.get("name") or "?")
 
 
 def load_run(folder: str | Path) -> Run:
-    """Read a run folder; a run whose score is blocked by judge errors is kept but excluded."""
-    from gamut_hf.pipeline import RunResults
+    """Read a run folder; a run whose score is blocked by judge errors is kept but excluded.
 
-    folder = Path(folder)
-    results_path, details_path = folder / RESULTS_FILE, folder / DETAILS_FILE
-    if not results_path.is_file():
-        raise InputError(f"{folder}: not a run folder (no {RESULTS_FILE}); produce one with `gamut run --out {folder}`")
-    try:
-        results = RunResults.model_validate_json(results_path.read_bytes())
-    except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"]) or "top level"
-        raise InputError(f"{results_path}: {where}: {problem['msg']}") from None
-    if not details_path.is_file():
-        raise InputError(f"{folder}: {DETAILS_FILE} is missing; rescore with `gamut score {folder}`")
-    import pyarrow.parquet as pq
-
-    try:
-        details = pq.read_table(details_path, columns=["question_id", "domain", "check_id", "tier", "kind",
-                                                       "item_id", "verdict"]).to_pandas()
-    except Exception as error:  # pyarrow raises several types for a damaged or foreign file
-        raise InputError(f"{details_path}: cannot be read as a GAMUT details table ({error})") from None
-    run = Run(folder, results, details, json.dumps(results.model, sort_keys=True),
+    Per-question scores are recomputed from details.parquet with the parameters the run was
+    scored with (recorded in results.json), so every reader agrees with results.json.
+    """
+    outputs = read_run_folder(folder)
+    results = outputs.results
+    details = outputs.table(DETAILS_FILE, columns=["question_id", "domain", "check_id", "tier", "kind", "item_id",
+                                                   "verdict"]).to_pandas()
+    run = Run(outputs.folder, results, details, json.dumps(results.model, sort_keys=True),
               json.dumps(results.judge, sort_keys=True))
     score = results.score
     if score.gamut is None:
         run.excluded = (f"no score: {results.judge_errors} judge errors and {results.unfinished_checks} unjudged checks "
-                        f"(finish it, or rescore with `gamut score {folder} --errors-as-missing`)")
+                        f"(finish it, or rescore with `gamut score {outputs.folder} --errors-as-missing`)")
         return run
     unknown = set(details["verdict"].dropna()) - set(VERDICTS) - {"error"}
     if unknown:
-        raise InputError(f"{details_path}: unknown verdict {sorted(unknown)[0]!r}")
+        raise InputError(f"{outputs.folder / DETAILS_FILE}: unknown verdict {sorted(unknown)[0]!r}")
     # The run was scored with errors and unjudged checks counted as missing; so is the report.
     details["verdict"] = details["verdict"].where(details["verdict"].isin(VERDICTS), "missing")
     details["item_type"] = analysis.with_item_types(details)
-    run.questions = analysis.question_table(details)
+    run.questions = analysis.question_table(details, results.score_params)
     return run
 
 
@@ -118,9 +115,9 @@ def find_run_folders(paths: Sequence[str | Path]) -> list[Path]:
     """The run folders named, or for a folder of runs, the run folders inside it."""
     folders: list[Path] = []
     for path in map(Path, paths):
-        if (path / RESULTS_FILE).is_file():
+        if is_run_folder(path):
             folders.append(path)
-        elif path.is_dir() and (inner := sorted(p.parent for p in path.glob(f"*/{RESULTS_FILE}"))):
+        elif path.is_dir() and (inner := run_folders_in(path)):
             folders.extend(inner)
         else:
             raise InputError(f"{path}: not a run folder (no {RESULTS_FILE}) and holds none")
@@ -503,7 +500,8 @@ def breakdown_section(groups: list[Group], top: int) -> Section:
 
         for by, title in (("tier", "Verdict shares per tier"), ("item_type", "Pooled score per item type"),
                           ("kind", "Pooled score per check kind")):
-            pooled = pd.concat({r.model: analysis.pooled_scores(r.details, by) for r in group.runs}, names=["model"])
+            pooled = pd.concat({r.model: analysis.pooled_scores(r.details, by, r.results.score_params)
+                                for r in group.runs}, names=["model"])
             pooled = pooled.reset_index()
             if by == "tier":  # leaderboard order, tiers by importance
                 pooled = pooled.assign(model=pd.Categorical(pooled["model"], models),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from statistics import fmean
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,21 +24,35 @@ Outcome = Verdict | Literal["error"]
 OUTCOMES: tuple[str, ...] = (*VERDICTS, "error")
 
 
+# A tier weight: any finite non-negative number (the weights present are renormalised).
+TierWeight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class ScoreParams(BaseModel):
-    """The scoring constants; defaults are the paper's."""
+    """The scoring constants; defaults are the paper's.
+
+    The ranges keep every tier score in [-1, 1] (SPEC section 4) and every quotient defined:
+    partial credit lies between a missing check (0) and a met one (1); the contradiction
+    penalty is strictly negative (at 0 a tier of contradictions alone would be 0/0); the tier
+    weights are non-negative and not all 0. Nothing may be NaN or infinite.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    partial_credit: float = Field(0.5, description="lambda: credit for partially_meets")
-    contradiction_penalty: float = Field(-2.0, le=0, description="mu: weight of contradicts (negative)")
-    tier_weights: dict[Tier, float] = Field(
+    partial_credit: float = Field(0.5, ge=0, le=1, allow_inf_nan=False,
+                                  description="lambda: credit for partially_meets, from 0 to 1")
+    contradiction_penalty: float = Field(-2.0, lt=0, allow_inf_nan=False,
+                                         description="mu: weight of contradicts, below 0")
+    tier_weights: dict[Tier, TierWeight] = Field(
         default_factory=lambda: {"answer_critical": 0.6, "valuable": 0.3, "context": 0.1}
     )
 
     @model_validator(mode="after")
     def _weights_cover_tiers(self) -> ScoreParams:
-        if set(self.tier_weights) != set(TIERS) or any(w < 0 for w in self.tier_weights.values()):
-            raise ValueError("tier_weights needs a non-negative weight for each of " + ", ".join(TIERS))
+        if set(self.tier_weights) != set(TIERS):
+            raise ValueError("needs a weight for each of " + ", ".join(TIERS))
+        if not any(self.tier_weights.values()):
+            raise ValueError("at least one tier weight must be above 0")
         return self
 
 

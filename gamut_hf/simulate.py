@@ -166,8 +166,8 @@ def simulate_runs(out: str | Path, params: SimulationParams = SimulationParams()
                   table: tuple[PaperRow, ...] = PAPER_TABLE1) -> list[Path]:
     """Write one run folder (results.json, details.parquet) per model, judge and variant under ``out``."""
     from gamut_hf.backends.base import model_fingerprint
-    from gamut_hf.judge import JUDGE_PROMPT_VERSION
-    from gamut_hf.pipeline import GENERATE_PROMPT_VERSION, RunResults, write_outputs
+    from gamut_hf.judge import GENERATE_PROMPT_VERSION, JUDGE_PROMPT_VERSION
+    from gamut_hf.run_folder import RunResults, write_outputs
 
     questions = synthetic_questions(SyntheticParams(questions=params.questions, seed=params.seed))
     checks = [compile_rubric(parse_meta_rubric(q["meta_rubric"])) for q in questions]

@@ -28,6 +28,7 @@ from gamut_hf.hub import HubFolder, PushError
 from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_row, leaderboard_table, load_entry
 from gamut_hf.report import Figure, Table, label_runs
 from gamut_hf.request_files import RequestQueue
+from gamut_hf.run_folder import RESULTS_FILE
 from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
 
 LOCAL_USER = "local"
@@ -76,7 +77,7 @@ class SpaceData:
                 self.config.results_hub.pull()
             except PushError as error:  # the hub is down: show what is already here
                 print(f"gamut space: {error}; showing the local copy")
-        found = {p.parent.name: p.stat().st_mtime_ns for p in self.config.results.glob("*/results.json")}
+        found = {p.parent.name: p.stat().st_mtime_ns for p in self.config.results.glob(f"*/{RESULTS_FILE}")}
         if found == {key: mtime for key, (mtime, _, _) in self.loaded.items()}:
             return False
         bootstrap = Bootstrap(resamples=self.config.resamples)

@@ -113,6 +113,13 @@ class StoreConflict(GamutError, ValueError):
     """Two stores disagree about the same key (``gamut merge``)."""
 
 
+def _failed(table: str, row: dict[str, Any]) -> bool:
+    """A stored row that records a failure to produce a result, not a result."""
+    if table == "generations":
+        return bool(row["error"])
+    return table == "verdicts" and row["verdict"] == "error"
+
+
 class RunStore:
     def __init__(self, folder: str | Path, *, session: str | None = None):
         self.folder = Path(folder)
@@ -229,7 +236,9 @@ class RunStore:
 
     def merge_from(self, other: RunStore) -> dict[str, int]:
         """Copy another store's rows in, all or nothing; the same key with a different result
-        is a conflict. A failed generation gives way to a successful one of the same key."""
+        is a conflict. A failure (a failed generation, a verdict stored as ``error``) gives way
+        to a real result of the same key, whichever store holds which: a shard answered again
+        or judged again with ``--retry-errors`` merges over its first attempt."""
         identity = {"questions": ("question_id", "variant"), "generations": ("key",), "verdicts": ("key",)}
         compare = {"questions": ("domain", "prompt", "image_sha", "checks"), "generations": ("response", "error"),
                    "verdicts": ("verdict", "rationale", "raw")}
@@ -239,9 +248,9 @@ class RunStore:
             plan[table] = []
             for row in other.rows(table):
                 mine = existing.get(tuple(row[k] for k in identity[table]))
-                if mine is None or (table == "generations" and mine["error"] and not row["error"]):
+                if mine is None or (_failed(table, mine) and not _failed(table, row)):
                     plan[table].append(row)
-                elif table == "generations" and row["error"] and not mine["error"]:
+                elif _failed(table, row):  # mine is a result, or a failure as good as this one
                     continue
                 elif any(mine[f] != row[f] for f in fields):
                     raise StoreConflict(

@@ -28,6 +28,7 @@ from gamut_hf.pipeline import (
     score,
 )
 from gamut_hf.request_files import RequestQueue, RequestRecord
+from gamut_hf.run_folder import DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE
 from gamut_hf.store import RunStore
 
 # A submission's answers are data, not a model: this backend name marks them and loads nothing.
@@ -57,7 +58,7 @@ def evaluate(record: RequestRecord, responses: dict[str, str], dataset: str, jud
     staging = out.with_name(out.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    for name in ("results.json", "details.parquet", "responses.parquet"):
+    for name in (DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE):
         shutil.copy2(work / name, staging / name)
     card = {**record.model.model_dump(mode="json"), "partial": record.partial, "submitted_by": record.submitted_by,
             "submitted_at": record.submitted_at.isoformat(), "request": record.key}
