@@ -10,6 +10,7 @@ official release points into CRAG-MM) are resolved by a pluggable :class:`ImageR
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from gamut_hf.models import cache_root
 from gamut_hf.rubric import Check, MetaRubric
 
 SAMPLE_NAME = "gamut-sample"
-SAMPLE_SOURCE = Path(__file__).resolve().parent / "data" / SAMPLE_NAME
+# Package data (pyproject.toml), so an installed gamut-hf has it too.
+SAMPLE_SOURCE = Path(str(importlib.resources.files("gamut_hf") / "data" / SAMPLE_NAME))
 OFFICIAL_REPO = "facebook/GAMUT"
 CRAG_MM_REPO = "crag-mm-2025/crag-mm-single-turn-public"
 # The official release has one configuration with a split per variant.
