@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gamut_hf.compiler import CompileParams, compile_rubric
 from gamut_hf.errors import GamutError
-from gamut_hf.files import InputError, parse_json, read_text
+from gamut_hf.files import InputError, check_image, jsonl_lines, parse_json, read_text
 from gamut_hf.rubric import Check, MetaRubric, NonEmptyText, RubricError, parse_checks, parse_meta_rubric
 
 QUESTIONS_FILE = "questions.jsonl"
@@ -76,22 +76,21 @@ class AnnotationError(GamutError, ValueError):
 
 
 def _image_problem(folder: Path, relative: str) -> str | None:
-    """Why an image cannot be used, or None. Paths must stay inside the folder."""
+    """Why an image cannot be used, or None. Paths, links included, must stay inside the folder."""
     posix = PurePosixPath(relative)
     if posix.is_absolute() or ".." in posix.parts or "\\" in relative:
         return f"image path {relative!r} must be relative and inside the annotation folder"
     if posix.suffix.lower() not in IMAGE_SUFFIXES:
         return f"image {relative!r} has no image file extension ({', '.join(IMAGE_SUFFIXES)})"
     path = folder / posix
-    if not path.is_file():
+    if not path.exists():
         return f"image {relative!r} not found"
-    from PIL import Image, UnidentifiedImageError
-
+    if not path.resolve().is_relative_to(folder.resolve()):
+        return f"image {relative!r} is a link to a file outside the annotation folder"
     try:
-        with Image.open(path) as image:
-            image.verify()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-        return f"image {relative!r} is not a readable image ({type(error).__name__}: {error})"
+        check_image(path)
+    except InputError as error:
+        return f"image {relative!r} {error.reason}"
     return None
 
 
@@ -109,14 +108,34 @@ def read_annotations(
     questions_file = folder / QUESTIONS_FILE
     if not questions_file.is_file():
         raise InputError(f"{folder}: no {QUESTIONS_FILE} in this folder")
+    return read_questions_file(questions_file, compile_params=compile_params, extra_domains=extra_domains,
+                               require_evidence=require_evidence)
 
+
+def read_questions_file(
+    questions_file: str | Path,
+    *,
+    compile_params: CompileParams = CompileParams(),
+    extra_domains: tuple[str, ...] = (),
+    require_evidence: bool = True,
+) -> list[AnnotatedQuestion]:
+    """Validate a questions JSONL file, its images relative to its folder; the rows of a build.
+
+    ``gamut validate questions.jsonl`` and ``gamut build`` both come here, so they accept and
+    refuse the same rows with the same words. The AnnotationError's source is the file's folder
+    and each problem starts with the file's name and line.
+    """
+    questions_file = Path(questions_file)
+    folder = questions_file.parent
     domains = set(KNOWN_DOMAINS) | set(extra_domains)
     problems: list[str] = []
     questions: list[AnnotatedQuestion] = []
     first_line: dict[str, int] = {}
-    for number, line in enumerate(read_text(questions_file).splitlines(), start=1):
-        if not line.strip():
-            continue
+    try:
+        text = read_text(questions_file)
+    except InputError as error:
+        raise AnnotationError(folder, [f"{questions_file.name}: {error.reason}"]) from None
+    for number, line in jsonl_lines(text):
         where = f"{questions_file.name}:{number}"
         try:
             data = parse_json(line, where)

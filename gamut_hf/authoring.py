@@ -38,7 +38,7 @@ from gamut_hf.authoring_store import AuthoredQuestion, AuthoringStore
 from gamut_hf.backends.base import Backend, ChatRequest, Choice, JsonSchema
 from gamut_hf.compiler import compile_rubric
 from gamut_hf.evidence import Retriever, Snippet
-from gamut_hf.files import InputError
+from gamut_hf.files import InputError, open_image
 from gamut_hf.rubric import MetaRubric, RubricError, parse_meta_rubric
 
 Echo = Callable[[str], None]
@@ -130,14 +130,11 @@ def _similarity(texts: Sequence[str]):
 def propose(images: Sequence[Path], backend: Backend, store: AuthoringStore, *, domain_hint: str | None = None,
             echo: Echo = print) -> list[dict]:
     """Propose, screen and choose one question per image; every candidate is stored with its fate."""
-    from PIL import Image
-
     rows: list[dict] = []
     for image_path in images:
         name = Path(image_path).name
+        image = open_image(image_path).convert("RGB")  # refused (one line) before anything is copied
         shutil.copy2(image_path, store.folder / "images" / name)
-        with Image.open(image_path) as opened:
-            image = opened.convert("RGB")
         hint = f" The photo is in the domain {domain_hint}." if domain_hint else ""
         [answer] = backend.complete([ChatRequest(user="Propose 3 to 5 candidate questions." + hint, system=PROPOSE_SYSTEM,
                                                  image=image, max_tokens=1500)],

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from gamut_hf.backends import BACKENDS
 from gamut_hf.compiler import CompileParams, compile_rubric
 from gamut_hf.errors import GamutError, first_problem
-from gamut_hf.files import InputError, read_json, read_jsonl
+from gamut_hf.files import InputError, read_json
 from gamut_hf.rubric import Check, MetaRubric, RubricError, parse_checks, parse_meta_rubric
 from gamut_hf.run_folder import DETAILS_FILE, RESULTS_FILE
 from gamut_hf.scorer import ScoreParams, ScoringError, score_question
@@ -77,41 +77,39 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--release", is_flag=True, help="Also require evidence on every item, as in a released rubric.")
+@click.option("--release", is_flag=True, help="Also require evidence on every item of a JSON meta-rubric, as in "
+              "a released rubric (questions files always need it, as in a build).")
 def validate(paths: tuple[str, ...], release: bool) -> None:
-    """Check meta-rubric files (JSON; or JSONL of questions with a meta_rubric field).
+    """Check meta-rubric files (JSON), questions files (JSONL) or annotation folders.
 
+    A questions file (any .jsonl) or an annotation folder gets exactly the validation of
+    `gamut build`: every row, its rubrics and its image (relative to the file's folder).
     Exit 0 when all are valid; otherwise exit 2 with one line per problem naming the
-    file, question id, item id, field and reason.
+    file (and line), question id, item id, field and reason.
     """
+    from gamut_hf.annotations import QUESTIONS_FILE, AnnotationError, read_questions_file
+
     problems: list[str] = []
     valid = 0
     for path in paths:
         try:
-            documents = _documents(path)
-            for where, data in documents:
+            if path.endswith(".jsonl") or Path(path).is_dir():
+                questions_file = Path(path) / QUESTIONS_FILE if Path(path).is_dir() else Path(path)
                 try:
-                    parse_meta_rubric(data, require_evidence=release)
-                    valid += 1
-                except RubricError as error:
-                    problems.extend(f"{where}: {problem}" for problem in error.problems)
+                    valid += len(read_questions_file(questions_file))
+                except AnnotationError as error:  # problems start with the file's name, as in a build
+                    folder = os.path.dirname(questions_file)
+                    problems.extend(f"{folder}/{problem}" if folder else problem for problem in error.problems)
+                continue
+            parse_meta_rubric(read_json(path), require_evidence=release)
+            valid += 1
+        except RubricError as error:
+            problems.extend(f"{path}: {problem}" for problem in error.problems)
         except InputError as error:
             problems.append(str(error))
     if problems:
         _fail_lines(problems)
     click.echo(f"{valid} meta-rubric{'s' if valid != 1 else ''} valid")
-
-
-def _documents(path: str) -> list[tuple[str, Any]]:
-    """The meta-rubrics in a file: one JSON document, or one per line of a JSONL file."""
-    if not path.endswith(".jsonl"):
-        return [(path, read_json(path))]
-    documents = []
-    for number, row in read_jsonl(path):
-        if isinstance(row, dict) and "meta_rubric" in row:
-            row = row["meta_rubric"]
-        documents.append((f"{path}:{number}", row))
-    return documents
 
 
 @cli.command("compile")

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gamut_hf.files import InputError
+from gamut_hf.files import InputError, jsonl_lines, parse_json, read_text
 
 
 def snippet_id(url: str, text: str) -> str:
@@ -60,11 +60,11 @@ def read_snippets(path: str | Path) -> list[Snippet]:
     if not path.is_file():
         raise InputError(f"{path}: no such snippet file")
     snippets, problems = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in jsonl_lines(read_text(path)):
         try:
-            snippets.append(Snippet.model_validate_json(line))
+            snippets.append(Snippet.model_validate(parse_json(line, f"{path}:{number}")))
+        except InputError as error:
+            problems.append(str(error))
         except ValidationError as error:
             first = error.errors()[0]
             problems.append(f"{path}:{number}: {'.'.join(map(str, first['loc'])) or 'line'}: {first['msg']}")

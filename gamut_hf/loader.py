@@ -23,7 +23,7 @@ from PIL import Image as PILImage
 from gamut_hf.annotations import QUESTIONS_FILE
 from gamut_hf.errors import GamutError
 from gamut_hf.features import VARIANTS, Variant, checks_from_rows, meta_rubric_from_rows
-from gamut_hf.files import InputError
+from gamut_hf.files import InputError, open_image
 from gamut_hf.models import cache_root
 from gamut_hf.rubric import Check, MetaRubric
 
@@ -61,7 +61,7 @@ class FolderImageResolver:
             for extension in ("", *self.EXTENSIONS):
                 path = self.folder / f"{name}{extension}"
                 if path.is_file():
-                    return PILImage.open(path)
+                    return open_image(path)
         raise ImageNotFound(f"question {row.get('id', '?')}: no image named {name!r} in {self.folder}")
 
 

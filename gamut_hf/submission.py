@@ -9,7 +9,6 @@ go. Nothing here touches the filesystem; the model name never becomes a path (se
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Collection
 from typing import Literal
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, fie
 
 from gamut_hf.errors import GamutError
 from gamut_hf.features import Variant
+from gamut_hf.files import InputError, jsonl_lines, parse_json
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # 1,813 answers of ~10 KB each with room to spare
 MAX_RESPONSE_CHARS = 50_000
@@ -83,7 +83,7 @@ def parse_responses(data: bytes, known_ids: Collection[str], *, partial: bool = 
     if len(data) > max_bytes:
         raise SubmissionError([f"the file is {len(data):,} bytes; the limit is {max_bytes:,}"])
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark is accepted, as by every other reader
     except UnicodeDecodeError as error:
         line = data[:error.start].count(b"\n") + 1
         column = error.start - data.rfind(b"\n", 0, error.start)
@@ -92,16 +92,13 @@ def parse_responses(data: bytes, known_ids: Collection[str], *, partial: bool = 
     responses: dict[str, str] = {}
     first_line: dict[str, int] = {}
     problems: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in jsonl_lines(text):
         if len(problems) >= MAX_PROBLEMS:
             break
-        if not line.strip():
-            continue
-        problem = _line_problem(line, number, known, first_line)
+        record, problem = _line_record(line, number, known, first_line)
         if problem:
             problems.append(problem)
             continue
-        record = json.loads(line)
         responses[record["question_id"]] = record["response"]
         first_line[record["question_id"]] = number
     if not responses and not problems:
@@ -115,28 +112,31 @@ def parse_responses(data: bytes, known_ids: Collection[str], *, partial: bool = 
     return responses
 
 
-def _line_problem(line: str, number: int, known: set[str], first_line: dict[str, int]) -> str | None:
+def _line_record(line: str, number: int, known: set[str],
+                 first_line: dict[str, int]) -> tuple[dict, None] | tuple[None, str]:
+    """One line as its record, or why it cannot be taken."""
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        return f"line {number}: not JSON ({error.msg} at column {error.colno})"
+        record = parse_json(line, f"line {number}")
+    except InputError as error:  # the same strict JSON as every other input (no duplicate keys)
+        return None, str(error)
     if not isinstance(record, dict):
-        return f"line {number}: expected a JSON object, got {type(record).__name__}"
+        return None, f"line {number}: expected a JSON object, got {type(record).__name__}"
     extra = sorted(set(record) - {"question_id", "response"})
     if extra:
-        return f"line {number}: unexpected key {extra[0]!r} (only question_id and response; scores are computed here)"
+        return None, (f"line {number}: unexpected key {extra[0]!r} (only question_id and response; "
+                      "scores are computed here)")
     qid, response = record.get("question_id"), record.get("response")
     if not isinstance(qid, str):
-        return f"line {number}: question_id must be a string"
+        return None, f"line {number}: question_id must be a string"
     if not isinstance(response, str):
-        return f"line {number}: response must be a string"
+        return None, f"line {number}: response must be a string"
     if qid not in known:
-        return f"line {number}: unknown question_id {qid[:80]!r}"
+        return None, f"line {number}: unknown question_id {qid[:80]!r}"
     if qid in first_line:
-        return f"line {number}: question_id {qid!r} again (first on line {first_line[qid]})"
+        return None, f"line {number}: question_id {qid!r} again (first on line {first_line[qid]})"
     if len(response) > MAX_RESPONSE_CHARS:
-        return f"line {number}: response is {len(response):,} characters; the limit is {MAX_RESPONSE_CHARS:,}"
-    return None
+        return None, f"line {number}: response is {len(response):,} characters; the limit is {MAX_RESPONSE_CHARS:,}"
+    return record, None
 
 
 def parse_submission(data: bytes, model: dict, known_ids: Collection[str], *, partial: bool = False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -81,15 +82,18 @@ def test_checks_must_be_well_formed_and_unique():
         parse_checks([{**good, "weight": 2}])
 
 
-def test_cli_validate_accepts_annotation_jsonl(tmp_path, gamut):
-    good = {"question_id": "a", "items": [
-        {"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": "S."}]}
-    bad = {"question_id": "b", "items": [
-        {"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": ""}]}
+def test_cli_validate_checks_questions_jsonl_as_build_does(tmp_path, gamut):
+    # A questions file gets the rows' validation of `gamut build` (see test_input_boundaries).
+    source = DATA / "annotations" / "valid_small"
+    rows = [json.loads(line) for line in (source / "questions.jsonl").read_text().splitlines()]
+    rows[1]["meta_rubric"]["items"][0]["statement"] = ""
     path = tmp_path / "questions.jsonl"
-    path.write_text(json.dumps({"id": "a", "meta_rubric": good}) + "\n" + json.dumps({"id": "b", "meta_rubric": bad}) + "\n")
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    shutil.copytree(source / "images", tmp_path / "images")
     result = gamut("validate", path)
     assert result.code == 2
-    assert result.err.strip() == f"{path}:2: question b, item i1, field statement: must not be empty"
+    assert result.err.strip() == f"{path}:2: question {rows[1]['id']}, item i1, field statement: must not be empty"
+    good = {"question_id": "a", "items": [
+        {"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": "S."}]}
     ok = write_json(tmp_path / "ok.json", good)
     assert gamut("validate", ok).code == 0

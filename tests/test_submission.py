@@ -42,7 +42,7 @@ def test_every_line_problem_is_reported_with_its_line():
                  {"question_id": "q9", "response": "b"}, {"question_id": "q1", "response": "c"},
                  {"question_id": "q2", "response": 5}, {"question_id": "q3", "response": "d", "score": 99})
     assert problems(data) == [
-        "line 2: not JSON (Expecting property name enclosed in double quotes at column 2)",
+        "line 2: not valid JSON (Expecting property name enclosed in double quotes at column 2)",
         "line 3: expected a JSON object, got list",
         "line 4: unknown question_id 'q9'",
         "line 5: question_id 'q1' again (first on line 1)",
