@@ -136,6 +136,9 @@ def _no_constant(name: str) -> Any:
     raise _Refused(f"{name} is not valid JSON")
 
 
+_BETWEEN_PAIRS = re.compile(r"[ \t\n\r,]*")
+
+
 def _locate_duplicate(text: str) -> int | None:
     """Where the second occurrence of a duplicated key is (its value's offset), or None.
 
@@ -143,17 +146,18 @@ def _locate_duplicate(text: str) -> int | None:
     parser we can wrap to learn each value's offset (the C scanner reports none).
     """
     def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, *rest):
-        starts: list[int] = []
+        ends: list[int] = [s_and_end[1]]  # each key starts after the previous value (or the brace)
 
         def scan_value(string: str, index: int):
-            starts.append(index)
-            return scan_once(string, index)
+            value, end = scan_once(string, index)
+            ends.append(end)
+            return value, end
 
         pairs, end = JSONObject(s_and_end, strict, scan_value, None, list, memo)
         seen: set[str] = set()
-        for (key, _value), start in zip(pairs, starts):
+        for (key, _value), previous in zip(pairs, ends):
             if key in seen:
-                raise _Refused(f"duplicate key {key!r}", start)
+                raise _Refused(f"duplicate key {key!r}", _BETWEEN_PAIRS.match(s_and_end[0], previous).end())
             seen.add(key)
         return dict(pairs), end
 
@@ -247,7 +251,9 @@ def _decode_image(path: Path, max_bytes: int, *, verify: bool) -> Image | None:
             return image
     except (PILImage.DecompressionBombError, PILImage.DecompressionBombWarning) as error:
         raise _refuse(path, f"is too large to decode ({str(error).split(', could be')[0]})") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as error:
+    except UnidentifiedImageError:  # its message names our in-memory buffer, not the file
+        raise _refuse(path, "is not a readable image (not a format PIL recognises)") from None
+    except (OSError, SyntaxError, ValueError, EOFError) as error:
         raise _refuse(path, f"is not a readable image ({type(error).__name__}: {error})") from None
 
 
