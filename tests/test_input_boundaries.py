@@ -212,7 +212,7 @@ def test_duplicate_keys_in_rubrics_rows_and_uploads(tmp_path, capsys):
 
     with pytest.raises(SubmissionError) as caught:
         parse_responses(b'{"question_id": "q1", "response": "a", "response": "b"}\n', ["q1"])
-    assert caught.value.problems == ["line 1: duplicate key 'response' at column 41"]
+    assert caught.value.problems == ["line 1: duplicate key 'response' at column 40"]
 
 
 # -- item 14: validate and build agree; a BOM is accepted everywhere -----------------------------
