@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -67,3 +68,36 @@ def test_piping_into_a_closed_pipe_is_not_an_error():
     done = subprocess.run(f"{sys.executable} -m gamut_hf compile {path} | head -c 10", shell=True,
                           capture_output=True, text=True)
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--partial-credit", "nan"], "--partial-credit: Input should be a finite number"),
+        (["--partial-credit", "7"], "--partial-credit: Input should be less than or equal to 1"),
+        (["--contradiction-penalty", "0"], "--contradiction-penalty: Input should be less than 0"),
+        (["--contradiction-penalty", "-inf"], "--contradiction-penalty: Input should be a finite number"),
+        (["--weights", "-1,0.3,0.1"], "--weights (answer_critical): Input should be greater than or equal to 0"),
+        (["--weights", "0,0,0"], "--weights: at least one tier weight must be above 0"),
+        (["--weights", "0.6,0.3"], "--weights: expected three numbers"),
+    ],
+)
+def test_score_parameters_outside_their_ranges_are_one_line_errors(tmp_path, capsys, option, message):
+    """Issue 12 item 8: nan scored as NaN (not JSON), mu = 0 divided by zero, lambda = 7 gave tier
+    scores outside [-1, 1], a negative weight printed a bare pydantic message."""
+    from gamut_hf.cli import main
+
+    rubric = EXAMPLES / "bike_chain.json"
+    assert main(["compile", str(rubric)]) == 0
+    checks = json.loads(capsys.readouterr().out)
+    verdicts = tmp_path / "verdicts.json"
+    verdicts.write_text(json.dumps({c["id"]: "contradicts" if i % 2 else "partially_meets"
+                                    for i, c in enumerate(checks)}))
+    assert main(["score", str(rubric), str(verdicts), *option]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and message in captured.err
+    # The same parameters within their ranges score, as JSON, inside [-1, 1].
+    assert main(["score", str(rubric), str(verdicts), "--partial-credit", "1", "--contradiction-penalty", "-0.5",
+                 "--weights", "1,0,0"]) == 0
+    assert -1 <= json.loads(capsys.readouterr().out)["score"] <= 1

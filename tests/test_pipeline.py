@@ -7,6 +7,7 @@ SmolLM2 on the CPU and kills it with SIGKILL mid-judging.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ from fake_endpoint import FakeEndpoint, user_text
 from gamut_hf.judge import SYSTEM_PROMPT
 from gamut_hf.loader import iter_questions, load_gamut
 from gamut_hf.rubric import VERDICTS
-from gamut_hf.scorer import score_run
+from gamut_hf.scorer import DEFAULT_SCORE_PARAMS, ScoreParams, score_run
 
 JUDGE_MARK = SYSTEM_PROMPT.splitlines()[0][:40]
 
@@ -70,10 +71,11 @@ def api_run(gamut, command: str, out: Path, url: str, *extra: str):
                  "--judge", "fake-judge", "--judge-backend", "openai", "--judge-base-url", url, *extra)
 
 
-def expected_gamut(limit: int | None = None, ids: list[str] | None = None) -> float:
+def expected_gamut(limit: int | None = None, ids: list[str] | None = None,
+                   params: ScoreParams = DEFAULT_SCORE_PARAMS) -> float:
     questions = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))
     questions = [q for q in questions if ids is None or q.id in ids][:limit]
-    run = score_run([(q.checks, {c.id: scripted_verdict(c.text) for c in q.checks}) for q in questions])
+    run = score_run([(q.checks, {c.id: scripted_verdict(c.text) for c in q.checks}) for q in questions], params)
     return run.gamut
 
 
@@ -216,6 +218,172 @@ def test_bad_options_are_one_line_errors(gamut, tmp_path):
         done = gamut("run", "--out", tmp_path / "run", *args, env={**os.environ, "OPENAI_API_KEY": ""})
         assert done.code in (1, 2) and message in done.err and "Traceback" not in done.err, (args, done.err)
         assert len(done.err.strip().splitlines()[-1]) < 400
+
+
+def results_of(folder: Path) -> dict:
+    return json.loads((folder / "results.json").read_text())
+
+
+def test_rescoring_with_other_parameters_is_recorded_and_every_reader_uses_them(gamut, endpoint, tmp_path):
+    """Issue 12 item 8: `gamut score RUN_DIR --weights 1,0,0 --partial-credit 1` rewrote results.json,
+    but the report and the leaderboard rescored details.parquet with the defaults."""
+    from gamut_hf.analysis import Bootstrap, run_summary
+    from gamut_hf.leaderboard import leaderboard_row, load_entries
+
+    run = tmp_path / "runs" / "run"
+    assert api_run(gamut, "run", run, endpoint.url, "--limit", "4").code == 0
+    default = results_of(run)["score"]["gamut"]
+    done = gamut("score", run, "--weights", "1,0,0", "--partial-credit", "1")
+    assert done.code == 0, done.err
+    assert "scored with --partial-credit 1 --contradiction-penalty -2 --weights 1,0,0" in done.out
+    params = ScoreParams(partial_credit=1, tier_weights={"answer_critical": 1, "valuable": 0, "context": 0})
+    results = results_of(run)
+    assert results["score_params"] == params.model_dump()
+    gamut_score = results["score"]["gamut"]
+    assert gamut_score == pytest.approx(expected_gamut(limit=4, params=params), abs=1e-9)
+    assert gamut_score != pytest.approx(default, abs=0.5)
+
+    report = gamut("report", run, "--out", tmp_path / "report", "--resamples", "1000")
+    assert report.code == 0, report.err
+    [table] = (tmp_path / "report" / "tables").glob("leaderboard-*.csv")
+    [row] = csv.DictReader(table.open(encoding="utf-8"))
+    assert float(row["gamut"]) == pytest.approx(gamut_score, abs=1e-9)
+
+    [entry] = load_entries(tmp_path / "runs")
+    summary = run_summary(entry.run.questions, Bootstrap(resamples=1000))
+    assert summary["gamut"].value == pytest.approx(gamut_score, abs=1e-9)
+    assert leaderboard_row(entry, summary)["Gamut"] == round(gamut_score, 1)
+
+
+def inherited_line(done) -> str:
+    [line] = [line for line in done.err.splitlines() if line.startswith("from the run in ")]
+    return line
+
+
+def test_a_stored_selection_is_named_at_start_and_can_be_cleared(gamut, endpoint, tmp_path):
+    """Issue 12 item 9: a stored --limit or --question-id could never be cleared, and later runs in the
+    folder took it silently."""
+    run = tmp_path / "run"
+    assert api_run(gamut, "run", run, endpoint.url, "--limit", "2", "--variant", "text_only").code == 0
+    again = gamut("run", "--out", run)
+    assert again.code == 0, again.err
+    line = inherited_line(again)
+    assert line.startswith(f"from the run in {run}: ") and "--limit 2" in line and "--all for every question" in line
+    assert "--model cand (openai; options base_url)" in line and "--judge fake-judge (openai" in line
+    assert endpoint.url not in line  # option values are not shown: they can be keys
+    assert results_of(run)["score"]["questions"] == 2
+
+    every = gamut("run", "--out", run, "--limit", "0")
+    assert every.code == 0, every.err
+    assert "--limit" not in inherited_line(every) and results_of(run)["score"]["questions"] == 25
+    assert results_of(run)["score"]["gamut"] == pytest.approx(expected_gamut(), abs=1e-9)
+
+    assert gamut("run", "--out", run, "--question-id", "food-01", "--question-id", "animal-02").code == 0
+    again = gamut("run", "--out", run)
+    assert "--question-id food-01 animal-02" in inherited_line(again)
+    assert results_of(run)["score"]["questions"] == 2
+    every = gamut("run", "--out", run, "--all")
+    assert every.code == 0, every.err
+    assert "--question-id" not in inherited_line(every) and results_of(run)["score"]["questions"] == 25
+
+    refused = gamut("run", "--out", run, "--all", "--limit", "3")
+    assert refused.code == 2 and refused.err.strip() == "gamut: --all: every question, so not with --limit"
+    fresh = api_run(gamut, "run", tmp_path / "fresh", endpoint.url, "--limit", "1")
+    assert fresh.code == 0 and "from the run in" not in fresh.err  # nothing stored, nothing inherited
+
+
+def test_a_shard_judged_again_with_retry_errors_merges_over_its_errors(gamut, tmp_path):
+    """Issue 12 item 10: merge refused a stored error meeting the real verdict of a shard re-judged
+    with --retry-errors."""
+    server = FakeEndpoint(responder=garbled)
+    try:
+        shard0 = api_run(gamut, "run", tmp_path / "shard0", server.url, "--limit", "5", "--shard", "0/2",
+                         "--judge-retries", "0")
+        assert shard0.code == 0 and results_of(tmp_path / "shard0")["judge_errors"] > 0
+        shutil.copytree(tmp_path / "shard0", tmp_path / "shard0-errors")
+        server.responder = scripted
+        assert api_run(gamut, "run", tmp_path / "shard1", server.url, "--limit", "5", "--shard", "1/2").code == 0
+        retried = gamut("run", "--out", tmp_path / "shard0", "--retry-errors")
+        assert retried.code == 0 and results_of(tmp_path / "shard0")["judge_errors"] == 0, retried.err
+    finally:
+        server.stop()
+    expected = expected_gamut(limit=5)
+    # The errors first, then the re-judged shard: the real verdicts replace the errors.
+    first = gamut("merge", tmp_path / "all", tmp_path / "shard0-errors", tmp_path / "shard1")
+    assert first.code == 0 and results_of(tmp_path / "all")["score"]["gamut"] is None, first.err
+    merged = gamut("merge", tmp_path / "all", tmp_path / "shard0")
+    assert merged.code == 0, merged.err
+    assert results_of(tmp_path / "all")["judge_errors"] == 0
+    assert results_of(tmp_path / "all")["score"]["gamut"] == pytest.approx(expected, abs=1e-9)
+    # The other way round: the errors arriving last leave the real verdicts in place.
+    merged = gamut("merge", tmp_path / "other", tmp_path / "shard0", tmp_path / "shard1", tmp_path / "shard0-errors")
+    assert merged.code == 0, merged.err
+    assert results_of(tmp_path / "other")["score"]["gamut"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_recorded_run_settings_this_version_cannot_read_are_a_one_line_error(gamut, endpoint, tmp_path):
+    """Issue 12 item 15 on run/score/merge: a stored config failing RunConfig was an internal error."""
+    run = tmp_path / "run"
+    assert api_run(gamut, "run", run, endpoint.url, "--limit", "1").code == 0
+    db = sqlite3.connect(run / "store.sqlite")
+    config = json.loads(db.execute("SELECT value FROM run_info WHERE name = 'config'").fetchone()[0])
+    db.execute("UPDATE run_info SET value = ? WHERE name = 'config'", (json.dumps({**config, "temperature": 0.7}),))
+    db.commit()
+    db.close()
+    for args in (["run", "--out", run], ["judge", "--out", run], ["score", run], ["merge", tmp_path / "all", run]):
+        done = gamut(*args)
+        assert done.code == 2, (args, done.err)
+        assert done.err.strip() == (f"gamut: {run / 'store.sqlite'}: the recorded run settings are not usable "
+                                    "(temperature: unknown field); start the run in a new folder"), args
+
+
+def test_a_write_killed_between_the_tables_and_results_json_is_refused_by_readers(gamut, endpoint, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """Issue 12 item 19: details.parquet was swapped in before results.json, so a kill in between left
+    new tables beside the old results.json, and readers took the mix for a run."""
+    from gamut_hf import atomic, cli
+    from gamut_hf.leaderboard import load_entries
+    from gamut_hf.run_folder import RunFolderError
+
+    runs = tmp_path / "runs"
+    run = runs / "run"
+    assert api_run(gamut, "run", run, endpoint.url, "--limit", "2").code == 0
+    old_results = (run / "results.json").read_bytes()
+    old_details = (run / "details.parquet").read_bytes()
+
+    write_text = atomic.write_text
+
+    def killed_before_results(path, text):
+        if Path(path).name == "results.json":
+            raise KeyboardInterrupt  # the process dies here, after both tables are in place
+        write_text(path, text)
+
+    monkeypatch.setattr(atomic, "write_text", killed_before_results)
+    assert cli.main(["run", "--out", str(run), "--limit", "3"]) == 130
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert (run / "results.json").read_bytes() == old_results
+    assert (run / "details.parquet").read_bytes() != old_details  # the mix a reader must not take for a run
+
+    refusal = (f"{run}: details.parquet is not the one results.json was written with (an interrupted write, or a "
+               f"file changed by hand); rewrite the folder with `gamut score {run}`")
+    report = gamut("report", runs, "--out", tmp_path / "report")
+    assert report.code == 2 and report.err.strip() == f"gamut: {refusal}"
+    with pytest.raises(RunFolderError) as error:
+        load_entries(runs)
+    assert str(error.value) == refusal
+
+    assert gamut("score", run).code == 0
+    assert gamut("report", runs, "--out", tmp_path / "report").code == 0
+    [entry] = load_entries(runs)
+    assert len(entry.run.questions) == 3 and results_of(run)["score"]["questions"] == 3
+
+    # A results.json without the digests (an older writer's) is refused the same way, not trusted.
+    results = results_of(run)
+    del results["files"]
+    (run / "results.json").write_text(json.dumps(results))
+    report = gamut("report", run, "--out", tmp_path / "report")
+    assert report.code == 2 and "records no digest of details.parquet" in report.err and report.err.count("\n") == 1
 
 
 # -- the embedded default, killed and resumed ------------------------------------------------

@@ -59,3 +59,21 @@ def test_forget_errors_drops_only_errors(tmp_path):
         store.add_verdicts([verdict("v1", "error"), verdict("v2", "meets")])
         assert store.forget_errors(["v1", "v2", "v3"]) == 1
         assert set(store.verdicts(["v1", "v2"])) == {"v2"}
+
+
+def test_a_real_verdict_wins_over_an_error_in_either_direction_of_a_merge(tmp_path):
+    """Issue 12 item 10: a shard judged again with --retry-errors could not be merged over its errors."""
+    with RunStore(tmp_path / "errors") as errors, RunStore(tmp_path / "judged") as judged:
+        errors.add_verdicts([verdict("v1", "error"), verdict("v2", "error")])
+        judged.add_verdicts([verdict("v1", "meets"), verdict("v2", "contradicts")])
+        for name, order in (("error-then-real", (errors, judged)), ("real-then-error", (judged, errors))):
+            with RunStore(tmp_path / name) as target:
+                for source in order:
+                    target.merge_from(source)
+                assert {k: v.verdict for k, v in target.verdicts(["v1", "v2"]).items()} == {
+                    "v1": "meets", "v2": "contradicts"}, name
+        # A real verdict against a different real verdict is still a conflict.
+        with RunStore(tmp_path / "other") as other:
+            other.add_verdicts([verdict("v1", "missing")])
+            with pytest.raises(StoreConflict, match="differs"):
+                judged.merge_from(other)
