@@ -66,13 +66,19 @@ def _interval(interval: Interval) -> str:
     return "" if math.isnan(interval.low) else f"[{interval.low:.1f}, {interval.high:.1f}]"
 
 
-def leaderboard_row(entry: Entry, summary: dict[str, Interval]) -> dict:
+def is_partial(entry: Entry, dataset_questions: int | None = None) -> bool:
+    """A submission sent as partial, or a run over fewer questions than the dataset has (``--limit``):
+    not comparable with complete runs, so never ranked with them."""
+    return bool(entry.card.get("partial")) or (dataset_questions is not None
+                                               and len(entry.run.questions) < dataset_questions)
+
+
+def leaderboard_row(entry: Entry, summary: dict[str, Interval], partial: bool = False) -> dict:
     """An entry's Table 1 figures (``summary`` is its ``run_summary``); numbers stay numbers so the
     browser sorts them."""
     gamut = summary["gamut"]
-    partial = " (partial)" if entry.card.get("partial") else ""
     return {
-        "model": entry.label + partial, "type": entry.card.get("access", "unknown"),
+        "model": entry.label + (" (partial)" if partial else ""), "type": entry.card.get("access", "unknown"),
         "size (B)": _size(entry.card), "variant": entry.run.variant, "judge": entry.run.judge,
         "questions": len(entry.run.questions), "Gamut": round(gamut.value, 1),
         "Gamut 95% CI": _interval(gamut),
@@ -80,11 +86,11 @@ def leaderboard_row(entry: Entry, summary: dict[str, Interval]) -> dict:
         **{f"{label} 95% CI": _interval(summary[t]) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
         **{label: round(summary[v].value, 1) for label, v in
            zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS)},
-        "key": entry.key,
+        "key": entry.key, "partial": partial,
     }
 
 
 def leaderboard_table(rows: list[dict]) -> pd.DataFrame:
     """Leaderboard rows (``leaderboard_row``) as one table, best first."""
-    table = pd.DataFrame(rows, columns=[*LEADERBOARD_COLUMNS, "key"])
+    table = pd.DataFrame(rows, columns=[*LEADERBOARD_COLUMNS, "key", "partial"])
     return table.sort_values("Gamut", ascending=False, ignore_index=True)

@@ -7,7 +7,16 @@ submission is made as the user "local".
 
 Safety: every user-supplied string reaches the page either through a component that shows
 text (Dataframe "str" cells, Textbox) or through ``html.escape`` (see failures.py); uploads
-are parsed as JSON text, never executed or unpickled, and never name a path.
+are parsed as JSON text, never executed or unpickled, and never name a path. Gradio's upload
+route itself refuses a file over the limit while it streams in (``launch_options``).
+
+The board ranks complete runs of one variant under one judge (multimodal and the primary judge
+first); partial runs are listed apart, unranked. A result folder that cannot be read is left
+out with its reason, shown under the board, and never stops the Space.
+
+With a hub requests repository, the queue is read again on every queue refresh and before
+every submission (a worker elsewhere changes it), and a request whose push failed is sent
+again with the next push or refresh.
 """
 
 from __future__ import annotations
@@ -25,17 +34,31 @@ from gamut_hf.analysis import Bootstrap, run_summary
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
 from gamut_hf.features import VARIANTS
 from gamut_hf.hub import HubFolder, PushError
-from gamut_hf.leaderboard import LEADERBOARD_COLUMNS, Entry, leaderboard_row, leaderboard_table, load_entry
+from gamut_hf.leaderboard import (
+    LEADERBOARD_COLUMNS,
+    Entry,
+    is_partial,
+    leaderboard_row,
+    leaderboard_table,
+    load_entry,
+)
 from gamut_hf.report import Figure, Table, label_runs
 from gamut_hf.request_files import RequestQueue
 from gamut_hf.run_folder import RESULTS_FILE
 from gamut_hf.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
 
 LOCAL_USER = "local"
-DEFAULT_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "Gamut", "Gamut 95% CI", "AC", "V", "Ctx",
+DEFAULT_COLUMNS = ["rank", "model", "type", "size (B)", "variant", "judge", "Gamut", "Gamut 95% CI", "AC", "V", "Ctx",
                    "% meets", "% missing", "% contra"]
 MODEL_TYPES = ("open", "proprietary", "unknown")  # "unknown": a run without a submitter's card
 SIZE_BUCKETS = {"under 10B": (0, 10), "10B to 100B": (10, 100), "over 100B": (100, float("inf")), "unknown": None}
+DEFAULT_VARIANT = "multimodal"
+
+
+def launch_options() -> dict:
+    """What every launch of the Space passes to ``launch``: gradio refuses a bigger upload itself,
+    while it streams in, instead of saving it whole before the submission check sees it."""
+    return {"max_file_size": MAX_UPLOAD_BYTES}
 
 
 def in_space() -> bool:
@@ -50,6 +73,7 @@ class SpaceConfig:
     dataset: str | None = "gamut-sample"
     login: bool = field(default_factory=in_space)
     resamples: int = 1000
+    primary_judge: str | None = None  # the default board's judge; None: the judge of the most runs
     results_hub: HubFolder | None = None  # in a Space: the results dataset, pulled on refresh
     requests_hub: HubFolder | None = None  # in a Space: the requests dataset, pushed on submit
 
@@ -64,6 +88,7 @@ class SpaceData:
         # folder name -> (mtime, entry, its run_summary): the intervals are the costly part, kept across refreshes
         self.loaded: dict[str, tuple[int, Entry, dict]] = {}
         self.entries: list[Entry] = []
+        self.not_loaded: dict[str, str] = {}  # result folder -> why it is not on the board
         self.board = leaderboard_table([])
         self.index: FailureIndex | None = None
         self.report = None
@@ -81,17 +106,30 @@ class SpaceData:
         if found == {key: mtime for key, (mtime, _, _) in self.loaded.items()}:
             return False
         bootstrap = Bootstrap(resamples=self.config.resamples)
-        loaded = {}
+        loaded, not_loaded = {}, {}
         for key, mtime in sorted(found.items()):
             if key in self.loaded and self.loaded[key][0] == mtime:
                 loaded[key] = self.loaded[key]
-            elif (entry := load_entry(self.config.results / key)) is not None:
-                loaded[key] = (mtime, entry, run_summary(entry.run.questions, bootstrap))
+                continue
+            try:
+                entry = load_entry(self.config.results / key)
+                if entry is None:
+                    not_loaded[key] = "no score (the judge left checks unreadable or unjudged)"
+                else:
+                    loaded[key] = (mtime, entry, run_summary(entry.run.questions, bootstrap))
+            except Exception as error:  # noqa: BLE001 - one unreadable folder must not take the board down
+                not_loaded[key] = f"{type(error).__name__}: {error}".splitlines()[0]
+                print(f"gamut space: result folder {key} not loaded: {not_loaded[key]}")
         self.loaded = loaded
+        # Folders that failed before and have not changed keep their reason without a second try.
+        self.not_loaded = {**{k: why for k, why in self.not_loaded.items() if k in found and k not in loaded},
+                           **not_loaded}
         self.entries = [entry for _, entry, _ in loaded.values()]
         # Labels depend on every entry (a backend is added where names collide): made afresh each time.
         label_runs([entry.run for entry in self.entries])
-        self.board = leaderboard_table([leaderboard_row(entry, summary) for _, entry, summary in loaded.values()])
+        size = len(self.questions) or None
+        self.board = leaderboard_table([leaderboard_row(entry, summary, is_partial(entry, size))
+                                        for _, entry, summary in loaded.values()])
         self.index = FailureIndex(self.entries, self.questions) if self.entries else None
         self.report = None
         self.report_thread = threading.Thread(target=self._build_report, args=(list(self.entries),), daemon=True)
@@ -111,6 +149,23 @@ class SpaceData:
             self.report_thread.join()
         return self.report
 
+    def judges(self) -> list[str]:
+        return sorted(self.board["judge"].unique())
+
+    def primary_judge(self) -> str | None:
+        """The configured judge, else the one that judged the most runs (the paper's main judge
+        grades both variants; others often one)."""
+        judges = self.board["judge"].value_counts()
+        if self.config.primary_judge in judges.index:
+            return self.config.primary_judge
+        return min(judges.index, key=lambda judge: (-judges[judge], judge)) if len(judges) else None
+
+    def not_loaded_note(self) -> str:
+        if not self.not_loaded:
+            return ""
+        return "**Not loaded** (fix or remove these result folders):\n" + "\n".join(
+            f"- `{key}`: {why}" for key, why in sorted(self.not_loaded.items()))
+
     def model_choices(self) -> list[tuple[str, str]]:
         return [(f"{row.model} · {row.variant} · judge {row.judge}", row.key) for row in self.board.itertuples()]
 
@@ -118,16 +173,23 @@ class SpaceData:
 # -- leaderboard -----------------------------------------------------------------------------
 
 
-def filter_board(board: pd.DataFrame, types: list[str], variants: list[str], judges: list[str],
-                 sizes: list[str], columns: list[str]) -> pd.DataFrame:
-    mask = board["type"].isin(types) & board["variant"].isin(variants) & board["judge"].isin(judges)
+def filter_board(board: pd.DataFrame, types: list[str], variant: str | None, judge: str | None,
+                 sizes: list[str], columns: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One variant under one judge: (complete runs, ranked best first; partial runs, unranked)."""
+    mask = board["type"].isin(types) & (board["variant"] == variant) & (board["judge"] == judge)
     size = pd.to_numeric(board["size (B)"], errors="coerce")
     in_bucket = pd.Series(False, index=board.index)
     for bucket in sizes:
         bounds = SIZE_BUCKETS.get(bucket)
         in_bucket |= size.isna() if bounds is None else ((size >= bounds[0]) & (size < bounds[1]))
     shown = [c for c in LEADERBOARD_COLUMNS if c in columns or c == "model"]
-    return board[mask & in_bucket][shown + ["key"]]
+    chosen = board[mask & in_bucket]
+    partial = chosen["partial"].astype(bool)
+    complete = chosen[~partial].reset_index(drop=True)
+    ranked = complete[shown + ["key"]]
+    if "rank" in columns:  # ties share a rank, counted within what is shown
+        ranked.insert(0, "rank", complete["Gamut"].rank(method="min", ascending=False).astype(int))
+    return ranked, chosen[partial][shown + ["key"]].reset_index(drop=True)
 
 
 def _png(png: bytes):
@@ -149,30 +211,36 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             with gr.Tab("Leaderboard", id="leaderboard"):
                 board = data.board
                 with gr.Row():
+                    variants = gr.Radio(list(VARIANTS), value=DEFAULT_VARIANT, label="Variant",
+                                        elem_id="filter-variant")
+                    judges = gr.Radio(data.judges(), value=data.primary_judge(), label="Judge",
+                                      elem_id="filter-judge")
                     types = gr.CheckboxGroup(list(MODEL_TYPES), value=list(MODEL_TYPES),
                                              label="Model type", elem_id="filter-type")
-                    variants = gr.CheckboxGroup(list(VARIANTS), value=list(VARIANTS),
-                                                label="Variant", elem_id="filter-variant")
-                    judges = gr.CheckboxGroup(sorted(board["judge"].unique()), value=sorted(board["judge"].unique()),
-                                              label="Judge", elem_id="filter-judge")
                     sizes = gr.CheckboxGroup(list(SIZE_BUCKETS), value=list(SIZE_BUCKETS), label="Size",
                                              elem_id="filter-size")
-                columns = gr.CheckboxGroup(LEADERBOARD_COLUMNS[1:], value=DEFAULT_COLUMNS[1:], label="Columns",
+                columns = gr.CheckboxGroup(["rank", *LEADERBOARD_COLUMNS[1:]], value=[c for c in DEFAULT_COLUMNS if c != "model"],
+                                           label="Columns",
                                            elem_id="columns")
-                shown_keys = gr.State(list(board["key"]))
-                table = gr.Dataframe(filter_board(board, list(MODEL_TYPES), list(VARIANTS),
-                                                  list(board["judge"].unique()), list(SIZE_BUCKETS), DEFAULT_COLUMNS)
-                                     .drop(columns="key"),
-                                     show_search="search", interactive=False, elem_id="leaderboard-table",
-                                     pinned_columns=1, wrap=True)
-                gr.Markdown("Click a model's row to browse its failures. Partial submissions cover fewer questions.")
+                ranked, partial_runs = filter_board(board, list(MODEL_TYPES), DEFAULT_VARIANT, data.primary_judge(),
+                                                    list(SIZE_BUCKETS), DEFAULT_COLUMNS)
+                shown_keys = gr.State(list(ranked["key"]))
+                table = gr.Dataframe(ranked.drop(columns="key"), show_search="search", interactive=False,
+                                     elem_id="leaderboard-table", pinned_columns=2, wrap=True)
+                gr.Markdown("Complete runs of one variant under one judge, ranked by Gamut; pick another variant "
+                            "or judge above. Click a model's row to browse its failures.")
+                partial_keys = gr.State(list(partial_runs["key"]))
+                partial_table = gr.Dataframe(partial_runs.drop(columns="key"), interactive=False,
+                                             elem_id="partial-table", wrap=True,
+                                             label="Partial runs: fewer questions answered, so not ranked")
+                not_loaded = gr.Markdown(data.not_loaded_note(), elem_id="not-loaded")
                 refresh = gr.Button("Refresh", elem_id="refresh", size="sm")
 
             # -- failures --
             with gr.Tab("Failures", id="failures"):
                 index = data.index
                 with gr.Row():
-                    models = gr.Dropdown(data.model_choices(), value=[data.board["key"].iloc[0]] if len(board) else [],
+                    models = gr.Dropdown(data.model_choices(), value=list(ranked["key"][:1] if len(ranked) else board["key"][:1]),
                                          multiselect=True, max_choices=2, label="Model (a second one shows side by side)",
                                          elem_id="failure-models")
                     filters = {name: gr.Dropdown([ANY, *(index.choices(name) if index else [])], value=ANY,
@@ -222,22 +290,23 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 requests_refresh = gr.Button("Refresh queue", size="sm", elem_id="requests-refresh")
 
         # -- behaviour --
-        def show_board(types_, variants_, judges_, sizes_, columns_):
-            shown = filter_board(data.board, types_, variants_, judges_, sizes_, ["model", *columns_])
-            return shown.drop(columns="key"), list(shown["key"])
+        def show_board(types_, variant_, judge_, sizes_, columns_):
+            ranked_, partial_ = filter_board(data.board, types_, variant_, judge_, sizes_, ["model", *columns_])
+            return ranked_.drop(columns="key"), list(ranked_["key"]), partial_.drop(columns="key"), list(partial_["key"])
 
         board_inputs = [types, variants, judges, sizes, columns]
+        board_outputs = [table, shown_keys, partial_table, partial_keys]
         for control in board_inputs:
-            control.input(show_board, board_inputs, [table, shown_keys], api_name=False)
+            control.input(show_board, board_inputs, board_outputs, api_name=False)
 
-        def refresh_board(types_, variants_, judges_, sizes_, columns_):
-            known = set(data.board["judge"])
-            if data.refresh():  # a judge seen for the first time is shown, not filtered out
-                judges_ = sorted(set(judges_) | (set(data.board["judge"]) - known))
-            return (*show_board(types_, variants_, judges_, sizes_, columns_), gr.Dropdown(choices=data.model_choices()),
-                    gr.CheckboxGroup(choices=sorted(data.board["judge"].unique()), value=judges_))
+        def refresh_board(types_, variant_, judge_, sizes_, columns_):
+            data.refresh()
+            if judge_ not in data.judges():  # none yet, or its runs are gone: the primary judge
+                judge_ = data.primary_judge()
+            return (*show_board(types_, variant_, judge_, sizes_, columns_), gr.Dropdown(choices=data.model_choices()),
+                    gr.Radio(choices=data.judges(), value=judge_), data.not_loaded_note())
 
-        refresh.click(refresh_board, board_inputs, [table, shown_keys, models, judges], api_name="refresh")
+        refresh.click(refresh_board, board_inputs, [*board_outputs, models, judges, not_loaded], api_name="refresh")
 
         def open_failures(keys: list[str], event: gr.SelectData):
             key = keys[event.index[0]] if event.index and event.index[0] < len(keys) else None
@@ -280,9 +349,10 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         models.input(show_question, [question_id, models], question_view, api_name=False)
         questions.select(pick_question, [questions], [question_id], api_name=False).then(
             show_question, [question_id, models], question_view, api_name=False)
-        table.select(open_failures, [shown_keys], [tabs, models], api_name=False).then(
-            list_questions, failure_inputs, [questions, count], api_name=False).then(
-            show_question, [question_id, models], question_view, api_name=False)
+        for frame, keys in ((table, shown_keys), (partial_table, partial_keys)):
+            frame.select(open_failures, [keys], [tabs, models], api_name=False).then(
+                list_questions, failure_inputs, [questions, count], api_name=False).then(
+                show_question, [question_id, models], question_view, api_name=False)
         # The question list as a named endpoint, for scripted clients (and the tests).
         api_questions = gr.Button(visible=False)
         api_questions.click(list_questions, failure_inputs, [questions, count], api_name="questions")
@@ -318,7 +388,26 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         analysis_outputs = [analysis_note] + [c for block in analysis_blocks for c in block]
         analysis_tab.select(fill_analysis, None, analysis_outputs, api_name="analysis")
 
+        def sync_queue() -> str:
+            """Send what an earlier push left behind, then read the queue as the workers left it; a
+            note for the submitter when the hub cannot be reached."""
+            hub = config.requests_hub
+            if hub is None:
+                return ""
+            try:
+                if hub.unpushed:
+                    hub.push([], "requests not sent before")
+                hub.pull()
+            except PushError as error:
+                print(f"gamut space: {error}; showing the local copy of the queue")
+                return f" (The hub cannot be reached, so the queue shown may be out of date: {error})"
+            return ""
+
         def queue_table():
+            sync_queue()
+            return queue_rows()
+
+        def queue_rows():
             rows = [{"model": r.model.name, "variant": r.model.variant, "status": r.status,
                      "submitted": r.submitted_at.strftime("%Y-%m-%d %H:%M"), "by": r.submitted_by,
                      "reason": r.reason or ""} for r in sorted(queue.records(), key=lambda r: r.submitted_at, reverse=True)]
@@ -326,12 +415,13 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
 
         def submit_as(user: str, path, name_, link_, access_, parameters_, variant_, partial_):
             if not path:
-                return "Refused: choose a responses.jsonl file first.", queue_table()
+                return "Refused: choose a responses.jsonl file first.", queue_rows()
             size = os.path.getsize(path)
             if size > MAX_UPLOAD_BYTES:
-                return f"Refused: the file is {size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}.", queue_table()
+                return f"Refused: the file is {size:,} bytes; the limit is {MAX_UPLOAD_BYTES:,}.", queue_rows()
             if not known_ids:
-                return "Refused: this Space has no dataset to check submissions against.", queue_table()
+                return "Refused: this Space has no dataset to check submissions against.", queue_rows()
+            stale = sync_queue()  # "already waiting" and "already on the board" are judged on the queue as it is now
             # An empty Number field arrives as 0: "not given".
             card = {"name": name_, "link": link_ or None, "access": access_, "parameters_billions": parameters_ or None,
                     "variant": variant_}
@@ -340,21 +430,22 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                     submission = parse_submission(handle.read(), card, known_ids, partial=bool(partial_))
                 record = queue.submit(submission, user)
             except SubmissionError as error:
-                return "Refused:\n" + "\n".join(error.problems), queue_table()
+                return "Refused:\n" + "\n".join(error.problems), queue_rows()
             accepted = (f"Accepted: {record.model.name} ({record.model.variant}), {record.questions} answers, "
-                        "queued as PENDING.")
+                        f"queued as PENDING.{stale}")
             if config.requests_hub is not None:
                 try:
                     config.requests_hub.push(queue.files(record.key), f"submit {record.key}")
-                except PushError as error:
-                    accepted += f" It is stored here, but the hub copy failed ({error}); it will go with the next push."
-            return accepted, queue_table()
+                except PushError as error:  # HubFolder keeps the files and sends them with its next push
+                    accepted += (f" It is stored here, but sending it to the hub failed ({error}); it is sent again "
+                                 "with the next submission or queue refresh.")
+            return accepted, queue_rows()
 
         submit_inputs = [upload, name, link, access, parameters, variant, partial]
         if config.login:
             def submit(path, name_, link_, access_, parameters_, variant_, partial_, profile: gr.OAuthProfile | None):
                 if profile is None:
-                    return "Refused: sign in with Hugging Face first.", queue_table()
+                    return "Refused: sign in with Hugging Face first.", queue_rows()
                 return submit_as(profile.username, path, name_, link_, access_, parameters_, variant_, partial_)
         else:
             def submit(path, name_, link_, access_, parameters_, variant_, partial_):

@@ -26,10 +26,11 @@ def free_port() -> int:
 
 def launch(config):
     """The Space app on 127.0.0.1 in this process; returns (app, url)."""
-    from gamut_hf.space import build_app
+    from gamut_hf.space import build_app, launch_options
 
     app = build_app(config)
-    app.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+    app.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,
+               **launch_options())
     return app, app.local_url
 
 

@@ -6,8 +6,10 @@ Result folders come from the real CLI with candidates and judges behind a script
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fake_endpoint import FakeEndpoint
@@ -17,16 +19,28 @@ from space_support import HOSTILE, launch, sample_ids, write_jsonl
 from gamut_hf.space import SpaceConfig
 
 
+QUESTIONS = 25  # the sample's questions: a run over all of them is complete
+
+
 @pytest.fixture(scope="module")
 def space(tmp_path_factory, scripted_endpoint):
-    """Two scripted models on both variants under one judge, served with an empty queue."""
+    """Two scripted models on both variants under two judges (complete runs), a partial run of a
+    few questions, and a malformed result folder; served with an empty queue."""
     from conftest import run_gamut
 
     root = tmp_path_factory.mktemp("space")
     results, requests = root / "results", root / "requests"
     for model in ("good-model", "poor-model"):
         for variant in ("multimodal", "text_only"):
-            api_run(run_gamut, results / f"{model}-{variant}", scripted_endpoint.url, model, "strict-judge", variant, limit=8)
+            api_run(run_gamut, results / f"{model}-{variant}", scripted_endpoint.url, model, "strict-judge", variant,
+                    limit=QUESTIONS)
+        api_run(run_gamut, results / f"{model}-lenient", scripted_endpoint.url, model, "lenient-judge", "multimodal",
+                limit=QUESTIONS)
+    # The issue's case: a run over a few questions scores above complete ones.
+    api_run(run_gamut, results / "lucky-few", scripted_endpoint.url, "good-model-lucky", "strict-judge", "multimodal",
+            limit=2)
+    (results / "broken").mkdir()
+    (results / "broken" / "results.json").write_text('{"model": {}}', encoding="utf-8")
     config = SpaceConfig(results=results, requests=requests, dataset="gamut-sample", login=False)
     app, url = launch(config)
     from gradio_client import Client
@@ -39,19 +53,60 @@ def rows(frame: dict) -> list[dict]:
     return [dict(zip(frame["headers"], row)) for row in frame["data"]]
 
 
+TYPES = ["open", "proprietary", "unknown"]
+SIZES = ["under 10B", "10B to 100B", "over 100B", "unknown"]
+
+
+def board(client, variant="multimodal", judge="strict-judge", columns=("rank", "variant", "judge", "Gamut"),
+          types=TYPES):
+    """The leaderboard as /refresh shows it: (ranked rows, partial rows, the not-loaded note)."""
+    ranked, partial, _, _, note = client.predict(types, variant, judge, SIZES, list(columns), api_name="/refresh")
+    return rows(ranked), rows(partial), note
+
+
+def test_the_default_board_is_one_variant_under_the_primary_judge_ranked(space):
+    """Issue 12.18: text-only and a second judge are not mixed into the default ranking."""
+    client, _ = space
+    config = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/refresh"]["parameters"]
+    defaults = {p["parameter_name"]: p["parameter_default"] for p in config}
+    assert defaults["variant_"] == "multimodal" and defaults["judge_"] == "strict-judge"  # judge of the most runs
+    ranked, _, _ = board(client)
+    assert [(r["rank"], r["model"], r["variant"], r["judge"]) for r in ranked] == [
+        (1, "good-model", "multimodal", "strict-judge"), (2, "poor-model", "multimodal", "strict-judge")]
+    text_only, _, _ = board(client, variant="text_only")  # one click away
+    assert [r["variant"] for r in text_only] == ["text_only", "text_only"] and text_only[0]["rank"] == 1
+    lenient, _, _ = board(client, judge="lenient-judge")
+    assert {r["judge"] for r in lenient} == {"lenient-judge"} and len(lenient) == 2
+
+
 def test_the_leaderboard_filters_and_orders_models(space):
     client, _ = space
-    every = (["open", "proprietary", "unknown"], ["multimodal", "text_only"], ["strict-judge"],
-             ["under 10B", "10B to 100B", "over 100B", "unknown"], ["Gamut", "Gamut 95% CI", "AC", "variant"])
-    table, _, _ = client.predict(*every, api_name="/refresh")
-    board = rows(table)
-    assert len(board) == 4 and set(board[0]) == {"model", "variant", "Gamut", "Gamut 95% CI", "AC"}
-    assert [r["Gamut"] for r in board] == sorted((r["Gamut"] for r in board), reverse=True)
-    assert board[0]["model"] == "good-model" and board[0]["Gamut 95% CI"].startswith("[")
-    table, _, _ = client.predict(every[0], ["multimodal"], *every[2:], api_name="/refresh")
-    assert {r["variant"] for r in rows(table)} == {"multimodal"} and len(rows(table)) == 2
-    table, _, _ = client.predict(["proprietary"], *every[1:], api_name="/refresh")
-    assert rows(table) == []
+    ranked, _, _ = board(client, columns=["Gamut", "Gamut 95% CI", "AC", "variant"])
+    assert len(ranked) == 2 and set(ranked[0]) == {"model", "variant", "Gamut", "Gamut 95% CI", "AC"}
+    assert [r["Gamut"] for r in ranked] == sorted((r["Gamut"] for r in ranked), reverse=True)
+    assert ranked[0]["model"] == "good-model" and ranked[0]["Gamut 95% CI"].startswith("[")
+    ranked, partial, _ = board(client, types=["proprietary"])
+    assert ranked == [] and partial == []
+
+
+def test_partial_runs_are_shown_apart_and_never_ranked(space):
+    """Issue 12.6: a run over two questions that scores above complete runs does not top the board."""
+    client, _ = space
+    ranked, partial, _ = board(client)
+    assert [r["model"] for r in partial] == ["good-model-lucky (partial)"]
+    assert "rank" not in partial[0]
+    assert partial[0]["Gamut"] > min(r["Gamut"] for r in ranked)  # it would have been ranked above a complete run
+    assert all("lucky" not in r["model"] for r in ranked)
+
+
+def test_a_malformed_result_folder_is_listed_as_not_loaded(space):
+    """Issue 12.7: `{"model": {}}` as results.json used to stop the Space at start; the fixture's
+    Space started with it, and names it with the reason."""
+    client, _ = space
+    ranked, _, note = board(client)
+    assert len(ranked) == 2
+    assert note.startswith("**Not loaded**") and "`broken`:" in note
+    assert note.count("\n- ") == 1
 
 
 def test_the_failure_browser_lists_and_shows_questions(space):
@@ -108,38 +163,57 @@ def test_bad_and_hostile_uploads_are_refused_with_nothing_stored(space, tmp_path
     assert (sorted(config.requests.glob("*")) if config.requests.exists() else []) == before
 
 
-def test_a_submission_goes_from_pending_to_finished_and_joins_the_board(space, scripted_endpoint, gamut, tmp_path):
+def run_worker(gamut, config, url):
+    done = gamut("worker", "--requests", config.requests, "--results", config.results, "--once",
+                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", url)
+    assert done.code == 0, done.err
+    return done
+
+
+def test_a_complete_submission_goes_from_pending_to_finished_and_is_ranked(space, scripted_endpoint, gamut, tmp_path):
+    """Issue 12.2: every complete submission used to end FAILED (question_ids=None)."""
+    client, config = space
+    ids = sample_ids()
+    assert len(ids) == QUESTIONS
+    upload = write_jsonl(tmp_path / "submission.jsonl",
+                         [{"question_id": q, "response": f"Answer by good-model: about {q}"} for q in ids])
+    status, queue = submit(client, upload, name="acme/tiny-vl", partial=False)
+    assert status.startswith(f"Accepted: acme/tiny-vl (multimodal), {QUESTIONS} answers"), status
+    assert rows(queue)[0]["status"] == "PENDING"
+    status, _ = submit(client, upload, name="acme/other")
+    assert "you already have a submission waiting" in status
+
+    done = run_worker(gamut, config, scripted_endpoint.url)
+    assert "judging acme/tiny-vl" in done.err and "FINISHED" in done.err and "handled 1 submission" in done.out
+    record = json.loads(next(config.requests.glob("*.json")).read_text())
+    assert record["status"] == "FINISHED", record["reason"]
+    assert record["submitted_by"] == "local"
+    card = json.loads((config.results / record["key"] / "model.json").read_text())
+    assert card["name"] == "acme/tiny-vl" and card["partial"] is False
+    results = json.loads((config.results / record["key"] / "results.json").read_text())
+    assert results["score"]["questions"] == QUESTIONS and results["score"]["gamut"] is not None
+
+    assert rows(client.predict(api_name="/queue"))[0]["status"] == "FINISHED"
+    ranked, partial, _ = board(client, columns=["rank", "type", "size (B)", "questions", "Gamut"])
+    [mine] = [r for r in ranked if r["model"] == "acme/tiny-vl"]
+    assert mine["type"] == "open" and mine["size (B)"] == 7 and mine["questions"] == QUESTIONS
+    assert mine["rank"] in (1, 2)  # answers as good-model's, on the board beside it
+    assert all("acme" not in r["model"] for r in partial)
+
+
+def test_a_partial_submission_is_judged_and_listed_apart(space, scripted_endpoint, gamut, tmp_path):
     client, config = space
     ids = sample_ids()
     upload = write_jsonl(tmp_path / "submission.jsonl",
                          [{"question_id": q, "response": f"Answer by good-model: about {q}"} for q in ids[:3]])
-    status, queue = submit(client, upload, name="acme/tiny-vl", partial=False)
-    assert "2" in status and "questions have no response" in status  # 22 of 25 missing, not partial
-    status, queue = submit(client, upload, name="acme/tiny-vl", partial=True)
-    assert status.startswith("Accepted: acme/tiny-vl (multimodal), 3 answers")
-    assert rows(queue)[0]["status"] == "PENDING"
-    status, _ = submit(client, upload, name="acme/other", partial=True)
-    assert "you already have a submission waiting" in status
-
-    done = gamut("worker", "--requests", config.requests, "--results", config.results, "--once",
-                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", scripted_endpoint.url)
-    assert done.code == 0, done.err
-    assert "judging acme/tiny-vl" in done.err and "FINISHED" in done.err
-    [record] = [json.loads(p.read_text()) for p in config.requests.glob("*.json")]
-    assert record["status"] == "FINISHED" and record["submitted_by"] == "local"
-    card = json.loads((config.results / record["key"] / "model.json").read_text())
-    assert card["name"] == "acme/tiny-vl" and card["partial"] is True
-    results = json.loads((config.results / record["key"] / "results.json").read_text())
-    assert results["score"]["questions"] == 3 and results["score"]["gamut"] is not None
-
-    queue = client.predict(api_name="/queue")
-    assert rows(queue)[0]["status"] == "FINISHED"
-    every = (["open", "proprietary", "unknown"], ["multimodal", "text_only"], ["strict-judge"],
-             ["under 10B", "10B to 100B", "over 100B", "unknown"], ["type", "size (B)", "questions", "Gamut"])
-    table, _, _ = client.predict(*every, api_name="/refresh")
-    mine = [r for r in rows(table) if r["model"].startswith("acme/tiny-vl")]
-    assert mine and mine[0]["model"] == "acme/tiny-vl (partial)" and mine[0]["type"] == "open"
-    assert mine[0]["size (B)"] == 7 and mine[0]["questions"] == 3
+    status, _ = submit(client, upload, name="acme/half-vl", partial=False)
+    assert "questions have no response" in status  # 22 of 25 missing, not sent as partial
+    status, _ = submit(client, upload, name="acme/half-vl", partial=True)
+    assert status.startswith("Accepted: acme/half-vl (multimodal), 3 answers")
+    run_worker(gamut, config, scripted_endpoint.url)
+    ranked, partial, _ = board(client, columns=["type", "questions", "Gamut"])
+    assert [r["questions"] for r in partial if r["model"] == "acme/half-vl (partial)"] == [3]
+    assert all("half-vl" not in r["model"] for r in ranked)
 
 
 def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
@@ -182,6 +256,15 @@ def test_the_worker_judges_with_a_real_model(gamut, tmp_path):
     assert results["judge"]["model"] == "smollm2-135m" and results["score"]["questions"] == 2
 
 
+def one_submission(queue, user="erin", name="m", answers=1, **card):
+    from gamut_hf.submission import parse_submission
+
+    ids = sample_ids()
+    data = "".join(json.dumps({"question_id": q, "response": "Answer by good-model"}) + "\n" for q in ids[:answers])
+    return queue.submit(parse_submission(data.encode(), {"name": name, "access": "open", "variant": "text_only", **card},
+                                         ids, partial=True), user)
+
+
 def test_queue_limits_and_claims(tmp_path):
     from datetime import UTC, datetime, timedelta
 
@@ -195,9 +278,9 @@ def test_queue_limits_and_claims(tmp_path):
     for n in range(MAX_PER_DAY):
         sub = parse_submission(data, {"name": f"m{n}", "access": "open", "variant": "text_only"}, ids)
         record = queue.submit(sub, "carol", now=start + timedelta(hours=n))
-        claimed = queue.claim()
-        assert claimed.key == record.key and claimed.status == "RUNNING"
-        assert queue.claim() is None  # the only request is taken
+        claimed = queue.claim("w1")
+        assert claimed.key == record.key and claimed.status == "RUNNING" and claimed.worker == "w1"
+        assert queue.claim("w2") is None  # the only request is taken, and its claim is fresh
         queue.finish(claimed, "FINISHED")
     with pytest.raises(SubmissionError, match="in the last 24 hours"):
         queue.submit(parse_submission(data, {"name": "late", "access": "open", "variant": "text_only"}, ids), "carol",
@@ -208,85 +291,320 @@ def test_queue_limits_and_claims(tmp_path):
 
 
 class RecordingHub:
-    """The hub's API as seen by HubFolder: the one boundary faked here (the hub cannot be reached)."""
+    """The hub's API as HubFolder uses it, over in-memory repositories: the one boundary faked here
+    (the hub cannot be reached). Every commit is recorded; a snapshot writes the files of the
+    commit asked for; a commit whose parent_commit is not the head is refused with 412, as the hub
+    refuses it; ``fail`` makes the next commits fail as an unreachable hub does; ``before_commit``
+    runs once just before the next commit lands (another party committing first)."""
 
     def __init__(self):
         self.commits: list[tuple[str, list[str], str]] = []
         self.pulls: list[str] = []
+        self.history: dict[str, list[tuple[str, dict[str, bytes]]]] = {}
+        self.fail = 0
+        self.before_commit = None
 
-    def snapshot_download(self, repo_id, repo_type, local_dir):
+    def _log(self, repo_id):
+        return self.history.setdefault(repo_id, [("0" * 40, {})])
+
+    def files(self, repo_id) -> dict[str, bytes]:
+        return self._log(repo_id)[-1][1]
+
+    def repo_info(self, repo_id, repo_type):
+        assert repo_type == "dataset"
+        return SimpleNamespace(sha=self._log(repo_id)[-1][0])
+
+    def snapshot_download(self, repo_id, repo_type, local_dir, revision):
         self.pulls.append(repo_id)
-        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        [files] = [files for oid, files in self._log(repo_id) if oid == revision]
+        for name, data in files.items():
+            (Path(local_dir) / name).parent.mkdir(parents=True, exist_ok=True)
+            (Path(local_dir) / name).write_bytes(data)
         return str(local_dir)
 
-    def create_commit(self, repo_id, repo_type, operations, commit_message):
+    def create_commit(self, repo_id, repo_type, operations, commit_message, parent_commit=None):
+        import httpx
+        from huggingface_hub.errors import HfHubHTTPError
+
         assert repo_type == "dataset"
+        if self.before_commit is not None:
+            hook, self.before_commit = self.before_commit, None
+            hook()
+        if self.fail:
+            self.fail -= 1
+            raise ConnectionError("Connection refused")
+        log = self._log(repo_id)
+        head, files = log[-1]
+        if parent_commit is not None and parent_commit != head:
+            response = httpx.Response(412, request=httpx.Request("POST", f"https://huggingface.co/api/{repo_id}"))
+            raise HfHubHTTPError("412 Client Error: Precondition Failed: A commit has happened since. Please refresh "
+                                 "and try again.", response=response)
+        files = {**files, **{op.path_in_repo: Path(op.path_or_fileobj).read_bytes() for op in operations}}
+        oid = hashlib.sha1(f"{repo_id}{len(log)}".encode()).hexdigest()
+        log.append((oid, files))
         self.commits.append((repo_id, sorted(op.path_in_repo for op in operations), commit_message))
+        return SimpleNamespace(oid=oid, commit_url=f"https://huggingface.co/datasets/{repo_id}/commit/{oid}")
+
+    def record(self, repo_id, key) -> dict:
+        return json.loads(self.files(repo_id)[f"{key}.json"])
+
+
+def scripted_judge(url):
+    from gamut_hf.pipeline import ModelSpec
+
+    return ModelSpec(name="strict-judge", backend="openai", options={"base_url": url})
 
 
 def test_hub_mirrors_carry_requests_and_results(scripted_endpoint, tmp_path):
     from gamut_hf.hub import HubFolder
-    from gamut_hf.pipeline import ModelSpec
     from gamut_hf.request_files import RequestQueue
-    from gamut_hf.submission import parse_submission
     from gamut_hf.worker import process_next
 
     api = RecordingHub()
     requests_hub = HubFolder("org/requests", tmp_path / "requests", api=api)
     results_hub = HubFolder("org/results", tmp_path / "results", api=api)
-    ids = sample_ids()
     queue = RequestQueue(tmp_path / "requests")
-    data = json.dumps({"question_id": ids[0], "response": "Answer by good-model"}).encode()
-    record = queue.submit(parse_submission(data, {"name": "m", "access": "open", "variant": "text_only"}, ids,
-                                           partial=True), "erin")
+    record = one_submission(queue)
     requests_hub.push(queue.files(record.key), "submit")
-    judge = ModelSpec(name="strict-judge", backend="openai", options={"base_url": scripted_endpoint.url})
-    done = process_next(queue, tmp_path / "results", tmp_path / "work", "gamut-sample", judge, echo=lambda _: None,
-                        requests_hub=requests_hub, results_hub=results_hub)
+    done = process_next(queue, tmp_path / "results", tmp_path / "work", "gamut-sample",
+                        scripted_judge(scripted_endpoint.url), echo=lambda _: None, requests_hub=requests_hub,
+                        results_hub=results_hub, worker="w1")
     assert done.status == "FINISHED"
     assert api.pulls == ["org/requests"]
     assert [(repo, message) for repo, _, message in api.commits] == [
-        ("org/requests", "submit"), ("org/requests", f"{record.key}: RUNNING"),
+        ("org/requests", "submit"), ("org/requests", f"{record.key}: RUNNING (w1)"),
         ("org/results", f"results of {record.key}"), ("org/requests", f"{record.key}: FINISHED")]
     assert api.commits[0][1] == [f"{record.key}.json", f"{record.key}.jsonl"]
     assert api.commits[2][1] == sorted(f"{record.key}/{name}" for name in
                                        ("details.parquet", "model.json", "responses.parquet", "results.json"))
+    assert api.record("org/requests", record.key)["status"] == "FINISHED"
+
+
+def test_a_claim_left_by_a_dead_worker_is_taken_over(scripted_endpoint, gamut, tmp_path):
+    """Issue 12.5: a worker that died after claiming left its request RUNNING forever."""
+    from datetime import UTC, datetime, timedelta
+
+    from gamut_hf.request_files import RequestQueue
+
+    queue = RequestQueue(tmp_path / "requests")
+    dead = one_submission(queue, user="frank")
+    queue.claim("dead-host:41", now=datetime.now(UTC) - timedelta(hours=1))  # then the process was killed
+    alive = one_submission(queue, user="gina", name="m2")
+    assert queue.claim("busy-host:7", lease=timedelta(days=1)).key == alive.key  # judging now, its heartbeat fresh
+    worker = ("worker", "--requests", tmp_path / "requests", "--results", tmp_path / "results", "--once",
+              "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", scripted_endpoint.url)
+    done = gamut(*worker)
+    assert done.code == 0, done.err
+    assert f"{dead.key}: taking over from dead-host:41" in done.err and "handled 1 submission" in done.out
+    assert queue.get(dead.key).status == "FINISHED" and (tmp_path / "results" / dead.key / "results.json").is_file()
+    assert queue.get(alive.key).status == "RUNNING" and queue.get(alive.key).worker == "busy-host:7"
+    assert not (tmp_path / "results" / alive.key).exists()
+
+
+def test_two_workers_sharing_a_requests_repo_judge_a_request_once(tmp_path):
+    """Issue 12.5: claims were local lock files, so a worker on another machine judged the same request."""
+    from gamut_hf.hub import HubFolder
+    from gamut_hf.request_files import RequestQueue
+    from gamut_hf.worker import claim_next
+
+    api = RecordingHub()
+    space_queue = RequestQueue(tmp_path / "space")
+    record = one_submission(space_queue)
+    HubFolder("org/requests", tmp_path / "space", api=api).push(space_queue.files(record.key), "submit")
+    first, second = (RequestQueue(tmp_path / name) for name in ("first", "second"))
+    first_hub, second_hub = (HubFolder("org/requests", q.folder, api=api) for q in (first, second))
+    # The first worker's claim lands between the second one's read and its commit.
+    api.before_commit = lambda: claim_next(first, "first:1", requests_hub=first_hub)
+    said = []
+    assert claim_next(second, "second:2", requests_hub=second_hub, echo=said.append) is None
+    assert said == [f"{record.key}: the requests repo changed while claiming it; reading it again"]
+    on_hub = api.record("org/requests", record.key)
+    assert on_hub["status"] == "RUNNING" and on_hub["worker"] == "first:1"
+    assert second.get(record.key).worker == "first:1"  # the second worker's copy is the hub's again
+    assert [m for _, _, m in api.commits] == ["submit", f"{record.key}: RUNNING (first:1)"]
+
+
+def test_a_claim_the_hub_does_not_take_is_given_back(scripted_endpoint, tmp_path):
+    """Issue 12.5: the RUNNING push was outside the try: a hub failure there left the request RUNNING."""
+    from gamut_hf.hub import HubFolder, PushError
+    from gamut_hf.request_files import RequestQueue
+    from gamut_hf.worker import process_next
+
+    api = RecordingHub()
+    queue = RequestQueue(tmp_path / "requests")
+    hub = HubFolder("org/requests", queue.folder, api=api)
+    record = one_submission(queue)
+    hub.push(queue.files(record.key), "submit")
+    api.fail = 1
+    with pytest.raises(PushError, match="cannot reach the hub to push org/requests"):
+        process_next(queue, tmp_path / "results", tmp_path / "work", "gamut-sample",
+                     scripted_judge(scripted_endpoint.url), echo=lambda _: None, requests_hub=hub)
+    assert queue.get(record.key).status == "PENDING" and api.record("org/requests", record.key)["status"] == "PENDING"
+    assert hub.unpushed == set()  # a claim that did not happen is not sent later
+
+
+def test_the_heartbeat_renews_a_claim_and_stops_when_it_is_taken_over(tmp_path):
+    import time
+    from datetime import timedelta
+
+    from gamut_hf.hub import HubFolder
+    from gamut_hf.request_files import RequestQueue, RequestRecord
+    from gamut_hf.worker import Heartbeat, claim_next
+
+    api = RecordingHub()
+    queue = RequestQueue(tmp_path / "requests")
+    hub = HubFolder("org/requests", queue.folder, api=api)
+    record = one_submission(queue)
+    hub.push(queue.files(record.key), "submit")
+    claimed = claim_next(queue, "w1", requests_hub=hub)
+    said = []
+    heartbeat = Heartbeat(queue, claimed, timedelta(seconds=0.3), hub, said.append)
+    heartbeat.start()
+    deadline = time.monotonic() + 30
+    while sum(m.endswith("heartbeat") for _, _, m in api.commits) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    on_hub = RequestRecord.model_validate(api.record("org/requests", record.key))
+    assert on_hub.worker == "w1" and on_hub.heartbeat > claimed.heartbeat
+    # Another worker takes the request over on the hub (as if this one had been silent too long).
+    taken = queue.get(record.key).model_copy(update={"worker": "w2"})
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / f"{record.key}.json").write_text(taken.model_dump_json())
+    HubFolder("org/requests", tmp_path / "other", api=api).push([tmp_path / "other" / f"{record.key}.json"], "take")
+    heartbeat.join(timeout=30)
+    heartbeat.stop()
+    assert heartbeat.lost is not None and "taken over (RUNNING by w2)" in said[-1]
+    assert api.record("org/requests", record.key)["worker"] == "w2"
+
+
+@pytest.fixture
+def hub_space(tmp_path):
+    """The Space with its queue mirrored through the recording hub, as space/app.py builds it."""
+    from gamut_hf.hub import HubFolder
+    from gradio_client import Client
+
+    api = RecordingHub()
+    (tmp_path / "results").mkdir()
+    config = SpaceConfig(results=tmp_path / "results", requests=tmp_path / "space-requests", dataset="gamut-sample",
+                         login=False, requests_hub=HubFolder("org/requests", tmp_path / "space-requests", api=api))
+    app, url = launch(config)
+    yield Client(url, verbose=False), config, api
+    app.close()
+
+
+def test_the_space_reads_the_queue_a_worker_elsewhere_changed(hub_space, scripted_endpoint, tmp_path):
+    """Issue 12.4: the queue was read once at start: FINISHED elsewhere stayed PENDING, and its
+    submitter was refused as already waiting."""
+    from gamut_hf.hub import HubFolder
+    from gamut_hf.request_files import RequestQueue
+    from gamut_hf.worker import process_next
+
+    client, config, api = hub_space
+    upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": sample_ids()[0], "response": "Answer by good-model"}])
+    status, queue = submit(client, upload, name="acme/first", partial=True)
+    assert status.startswith("Accepted: acme/first") and rows(queue)[0]["status"] == "PENDING"
+    [key] = [name.removesuffix(".json") for name in api.files("org/requests") if name.endswith(".json")]
+
+    elsewhere = RequestQueue(tmp_path / "worker-requests")  # the worker's machine
+    done = process_next(elsewhere, tmp_path / "worker-results", tmp_path / "work", "gamut-sample",
+                        scripted_judge(scripted_endpoint.url), echo=lambda _: None,
+                        requests_hub=HubFolder("org/requests", elsewhere.folder, api=api))
+    assert done.key == key and done.status == "FINISHED"
+
+    assert rows(client.predict(api_name="/queue"))[0]["status"] == "FINISHED"
+    status, queue = submit(client, upload, name="acme/second", partial=True)
+    assert status.startswith("Accepted: acme/second"), status
+
+
+def test_a_request_the_hub_did_not_take_is_sent_again(hub_space, tmp_path):
+    """Issue 12.4: a failed push was said to go "with the next push", but no later push carried it."""
+    client, config, api = hub_space
+    upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": sample_ids()[0], "response": "an answer"}])
+    api.fail = 1
+    status, _ = submit(client, upload, name="acme/lost", partial=True)
+    assert "sending it to the hub failed" in status and "sent again with the next submission or queue refresh" in status
+    assert api.files("org/requests") == {}
+    assert rows(client.predict(api_name="/queue"))[0]["model"] == "acme/lost"
+    [(repo, files, message)] = api.commits
+    assert message == "requests not sent before" and len(files) == 2
+    assert {json.loads(data)["model"]["name"] for name, data in api.files("org/requests").items()
+            if name.endswith(".json")} == {"acme/lost"}
+
+
+def serve_in_a_process(command: list[str], env: dict, port: int):
+    """Start a server process and wait until it answers on ``port``."""
+    import os
+    import subprocess
+    import time
+    import urllib.request
+
+    server = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            return server
+        except OSError:
+            if server.poll() is not None:
+                pytest.fail(server.stderr.read())
+            time.sleep(0.5)
+    server.terminate()
+    pytest.fail(f"nothing answered on port {port}")
+
+
+def upload_status(url: str, size: int) -> int:
+    import httpx
+
+    files = {"files": ("responses.jsonl", b"x" * size, "application/octet-stream")}
+    return httpx.post(f"{url}gradio_api/upload", files=files, timeout=60).status_code
 
 
 def test_gamut_space_serves_the_sample_runs(space, tmp_path):
-    """The command a user runs: `gamut space` in its own process, over the same result folders."""
-    import subprocess
+    """The command a user runs: `gamut space` in its own process, over the same result folders, on
+    gradio's GRADIO_SERVER_PORT (issue 12.18: it always took 7860) and refusing an oversize upload
+    at gradio's upload route (issue 12.16: the route took any size, and needs no sign-in)."""
     import sys
-    import time
     import urllib.request
 
     from gradio_client import Client
     from space_support import free_port
 
+    from gamut_hf.submission import MAX_UPLOAD_BYTES
+
     _, config = space
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "gamut_hf", "space", "--results", str(config.results),
-                               "--requests", str(tmp_path / "requests"), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = serve_in_a_process([sys.executable, "-m", "gamut_hf", "space", "--results", str(config.results),
+                                 "--requests", str(tmp_path / "requests")],
+                                {"GRADIO_SERVER_PORT": str(port)}, port)
     try:
         url = f"http://127.0.0.1:{port}/"
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                assert server.poll() is None, server.stderr.read()
-                time.sleep(0.5)
         client = Client(url, verbose=False)
         assert client.predict(api_name="/queue")["data"] == []
-        table, _ = client.predict(keys_of(config), "any", "any", "any", "any", api_name="/questions")
+        table, _ = client.predict(["good-model-multimodal"], "any", "any", "any", "any", api_name="/questions")
         assert table["data"]
         page = urllib.request.urlopen(url, timeout=5).read().decode()
         assert "GAMUT" in page
+        assert upload_status(url, MAX_UPLOAD_BYTES + 1024) == 413
+        assert upload_status(url, 1024) == 200
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-def keys_of(config) -> list[str]:
-    return sorted(p.parent.name for p in config.results.glob("*/results.json"))[:1]
+def test_the_space_app_refuses_an_oversize_upload(tmp_path):
+    """Issue 12.16 for space/app.py, run as a Space runs it (`python app.py`, no hub repositories)."""
+    import sys
+
+    from space_support import free_port
+
+    from gamut_hf.submission import MAX_UPLOAD_BYTES
+
+    port = free_port()
+    app = Path(__file__).resolve().parents[1] / "space" / "app.py"
+    server = serve_in_a_process([sys.executable, str(app)], {"GAMUT_SPACE_DATA": str(tmp_path / "data"),
+                                                            "GRADIO_SERVER_PORT": str(port),
+                                                            "GRADIO_SERVER_NAME": "127.0.0.1"}, port)
+    try:
+        assert upload_status(f"http://127.0.0.1:{port}/", MAX_UPLOAD_BYTES + 1024) == 413
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
