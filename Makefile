@@ -29,6 +29,9 @@ install: $(BIN)/.installed
 demo: install
 	$(BIN)/gamut run --out $(RUN)
 
+# The whole suite, the user journeys included (tests/test_journeys.py, marked `journey`: the wheel
+# installed in a fresh venv, torch 2.13.0 first as above, then driven through its `gamut` command;
+# about 3 minutes more). `$(BIN)/python -m pytest -m "not journey"` leaves them out locally.
 test: install
 	$(BIN)/python -m pytest -q
 
