@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gamut_hf.compiler import CompileParams, compile_rubric
-from gamut_hf.errors import GamutError
+from gamut_hf.errors import GamutError, field_path, shown
 from gamut_hf.files import InputError, check_image, jsonl_lines, parse_json, read_text
 from gamut_hf.rubric import Check, MetaRubric, NonEmptyText, RubricError, parse_checks, parse_meta_rubric
 
@@ -160,12 +160,12 @@ def _check_line(
     if not isinstance(data, dict):
         problems.append(f"{where}: expected a JSON object per line")
         return None
-    question_id = data.get("id") if isinstance(data.get("id"), str) else "?"
+    question_id = shown(data["id"]) if isinstance(data.get("id"), str) else "?"
     try:
         row = AnnotationRow.model_validate(data)
     except ValidationError as error:
         for detail in error.errors(include_url=False):
-            field = ".".join(str(p) for p in detail["loc"])
+            field = field_path(detail["loc"])
             reason = "required field is missing" if detail["type"] == "missing" else (
                 "unknown field" if detail["type"] == "extra_forbidden" else detail["msg"])
             problems.append(f"{where}: question {question_id}, field {field}: {reason}")
@@ -173,20 +173,20 @@ def _check_line(
 
     ok = True
     if row.id in first_line:
-        problems.append(f"{where}: question {row.id}: duplicate id (first on line {first_line[row.id]})")
+        problems.append(f"{where}: question {question_id}: duplicate id (first on line {first_line[row.id]})")
         ok = False
     else:
         first_line[row.id] = number
     if row.domain not in domains:
-        problems.append(f"{where}: question {row.id}, field domain: unknown domain {row.domain!r}")
+        problems.append(f"{where}: question {question_id}, field domain: unknown domain {row.domain!r}")
         ok = False
     image_problem = _image_problem(folder, row.image)
     if image_problem:
-        problems.append(f"{where}: question {row.id}, field image: {image_problem}")
+        problems.append(f"{where}: question {question_id}, field image: {image_problem}")
         ok = False
     rubric_id = row.meta_rubric.get("question_id")
     if rubric_id is not None and rubric_id != row.id:
-        problems.append(f"{where}: question {row.id}, field meta_rubric.question_id: {rubric_id!r} differs from id")
+        problems.append(f"{where}: question {question_id}, field meta_rubric.question_id: {rubric_id!r} differs from id")
         ok = False
     try:
         rubric = parse_meta_rubric({"question_id": row.id, **row.meta_rubric}, require_evidence=require_evidence)
@@ -205,7 +205,7 @@ def _check_line(
         for check in checks:
             if check.item_id not in item_ids:
                 problems.append(
-                    f"{where}: question {row.id}, field binary_rubric: check {check.id} names item "
+                    f"{where}: question {question_id}, field binary_rubric: check {shown(check.id)} names item "
                     f"{check.item_id!r}, which the meta-rubric lacks")
                 ok = False
     if not ok:

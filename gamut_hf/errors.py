@@ -20,6 +20,18 @@ class GamutError(Exception):
     """A problem with the user's input or environment, phrased for them in one line."""
 
 
+def shown(text: object) -> str:
+    """``text`` as it may appear in a one-line message: as is when printable, else quoted
+    (repr), so a key or an id holding a newline or a line separator cannot break the line."""
+    text = str(text)
+    return text if text.isprintable() else repr(text)
+
+
+def field_path(loc: tuple | list) -> str:
+    """A pydantic error location as a dotted field path (``items.0.statement``), one line."""
+    return ".".join(shown(part) for part in loc)
+
+
 def first_problem(error: ValidationError) -> tuple[str, str]:
     """A pydantic ValidationError's first problem as (field path, message), for a one-line
     GamutError that names the field (``""`` for the object as a whole)."""
@@ -27,4 +39,4 @@ def first_problem(error: ValidationError) -> tuple[str, str]:
     message = problem["msg"].removeprefix("Value error, ")
     if problem["type"] == "extra_forbidden":
         message = "unknown field"
-    return ".".join(str(part) for part in problem["loc"]), message
+    return field_path(problem["loc"]), message

@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from gamut_hf.errors import GamutError
+from gamut_hf.errors import GamutError, field_path, shown
 
 Tier = Literal["answer_critical", "valuable", "context"]
 TIERS: tuple[Tier, ...] = ("answer_critical", "valuable", "context")
@@ -227,9 +227,9 @@ class Problem:
     reason: str
 
     def __str__(self) -> str:
-        where = [f"question {self.question_id}"]
+        where = [f"question {shown(self.question_id)}"]
         if self.item_id is not None:
-            where.append(f"item {self.item_id}")
+            where.append(f"item {shown(self.item_id)}")
         if self.field is not None:
             where.append(f"field {self.field}")
         return f"{', '.join(where)}: {self.reason}"
@@ -295,7 +295,7 @@ def problems_from(error: ValidationError, raw: Any, *, fallback_question_id: str
         ctx = detail.get("ctx") or {}
         if ctx.get("item_id"):  # duplicate ids are found at rubric level but belong to an item
             item_id = ctx["item_id"]
-        field = ctx["field"] if detail["type"] == "gamut_rule" else ".".join(str(part) for part in loc)
+        field = ctx["field"] if detail["type"] == "gamut_rule" else field_path(loc)
         problems.append(Problem(question_id, item_id, field or None, _reason(detail)))
     return problems
 
@@ -345,8 +345,8 @@ def parse_checks(data: Any, *, question_id: str = "?") -> list[Check]:
             check = Check.model_validate(entry)
         except ValidationError as error:
             for detail in error.errors(include_url=False):
-                field = ".".join(str(part) for part in detail["loc"]) or None
-                problems.append(Problem(question_id, None, field, f"check {label}: {_reason(detail)}"))
+                field = field_path(detail["loc"]) or None
+                problems.append(Problem(question_id, None, field, f"check {shown(label)}: {_reason(detail)}"))
             continue
         if check.id in seen:
             problems.append(Problem(question_id, None, "id", f"duplicate check id {check.id!r}"))
