@@ -251,3 +251,20 @@ def test_a_byte_order_mark_is_accepted_by_the_cli_and_the_upload(tmp_path, capsy
     assert gamut(capsys, "validate", rubric)[0] == 0
     upload = b"\xef\xbb\xbf" + json.dumps({"question_id": "q1", "response": "a"}).encode() + b"\n"
     assert parse_responses(upload, ["q1"]) == {"q1": "a"}
+
+
+def test_a_field_name_with_a_line_break_is_quoted_on_its_one_line(tmp_path, capsys):
+    # Found by tests/test_fuzz.py: an unknown key "\r" split the problem over two lines.
+    rows = valid_rows()[:1]
+    rows[0]["\r"] = None
+    rows[0]["meta_rubric"]["items"][0]["id\u2028"] = 1
+    source = annotation_folder(tmp_path / "src", rows)
+    code, _, err = gamut(capsys, "validate", source / "questions.jsonl")
+    assert code == 2
+    assert err == [f"{source}/questions.jsonl:1: question {rows[0]['id']}, field '\\r': unknown field"]
+    rows[0].pop("\r")
+    annotation_folder(source, rows)
+    code, _, err = gamut(capsys, "validate", source / "questions.jsonl")
+    assert code == 2
+    assert err == [f"{source}/questions.jsonl:1: question {rows[0]['id']}, item i1, field 'id\\u2028': "
+                   "is not a field of this item type"]
