@@ -95,6 +95,8 @@ def validate(paths: tuple[str, ...], release: bool) -> None:
         try:
             if path.endswith(".jsonl") or Path(path).is_dir():
                 questions_file = Path(path) / QUESTIONS_FILE if Path(path).is_dir() else Path(path)
+                if Path(path).is_dir() and not questions_file.is_file():
+                    raise InputError(f"{path}: no {QUESTIONS_FILE} in this folder")
                 try:
                     valid += len(read_questions_file(questions_file))
                 except AnnotationError as error:  # problems start with the file's name, as in a build

@@ -74,14 +74,18 @@ def read_bytes(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES) -> bytes:
         raise _refuse(path, "permission denied") from None
     except OSError as error:
         raise _refuse(path, f"cannot read ({error.strerror or error})") from None
+    status = os.fstat(fd)
+    refusal = None
+    if stat.S_ISDIR(status.st_mode):  # Linux opens a folder read-only without complaint
+        refusal = "is a directory, expected a file"
+    elif not stat.S_ISREG(status.st_mode):
+        refusal = "is not a regular file (a device, FIFO or socket cannot be read as input)"
+    elif status.st_size > max_bytes:
+        refusal = f"is {_megabytes(status.st_size)}; the limit is {_megabytes(max_bytes)}"
+    if refusal:
+        os.close(fd)
+        raise _refuse(path, refusal)
     with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise _refuse(path, "is a directory, expected a file")
-        if not stat.S_ISREG(mode):
-            raise _refuse(path, "is not a regular file (a device, FIFO or socket cannot be read as input)")
-        if os.fstat(fd).st_size > max_bytes:
-            raise _refuse(path, f"is {_megabytes(os.fstat(fd).st_size)}; the limit is {_megabytes(max_bytes)}")
         try:
             data = handle.read(max_bytes + 1)
         except OSError as error:

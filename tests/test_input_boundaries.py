@@ -243,6 +243,9 @@ def test_an_empty_questions_file_is_an_error(tmp_path, capsys):
     path.write_text("\n\n")
     code, _, err = gamut(capsys, "validate", path)
     assert code == 2 and err == [f"{path}: no questions"]
+    path.unlink()
+    code, _, err = gamut(capsys, "validate", tmp_path)
+    assert code == 2 and err == [f"{tmp_path}: no questions.jsonl in this folder"]
 
 
 def test_a_byte_order_mark_is_accepted_by_the_cli_and_the_upload(tmp_path, capsys):
