@@ -1,7 +1,8 @@
 """The Space's main flows in a real browser: Playwright driving Debian's chromium, headless.
 
 Search the leaderboard, open a failing question from a model's row, submit an invalid and a
-valid file, and watch the submission finish after `gamut worker` runs. Screenshots go to
+valid file, and watch the submission finish after `gamut worker` runs (a partial one: listed
+under the ranked board, not in it). An unreadable result folder is named under the board. Screenshots go to
 screenshots/ (git-ignored) for a human to look at.
 """
 
@@ -31,9 +32,10 @@ def site(tmp_path_factory, scripted_endpoint):
 
     root = tmp_path_factory.mktemp("browser")
     results = root / "results"
-    for model in ("good-model", "poor-model", SNEAKY):
-        api_run(run_gamut, results / f"run-{len(list(results.glob('*'))) if results.exists() else 0}", scripted_endpoint.url,
-                model, "strict-judge", "multimodal", limit=6)
+    for n, model in enumerate(("good-model", "poor-model", SNEAKY)):  # complete runs: ranked
+        api_run(run_gamut, results / f"run-{n}", scripted_endpoint.url, model, "strict-judge", "multimodal", limit=25)
+    (results / "broken").mkdir()
+    (results / "broken" / "results.json").write_text('{"model": {}}', encoding="utf-8")
     config = SpaceConfig(results=results, requests=root / "requests", dataset="gamut-sample", login=False)
     app, url = launch(config)
     yield url, config
@@ -63,6 +65,7 @@ def table_rows(page, elem_id: str):
 
 def test_search_the_leaderboard_and_names_stay_text(page):
     expect(table_rows(page, "leaderboard-table")).to_have_count(3)
+    expect(page.locator("#not-loaded")).to_contain_text("broken")
     page.fill("#leaderboard-table input.search-input", "poor")
     expect(table_rows(page, "leaderboard-table")).to_have_count(1)
     page.screenshot(path=str(SHOTS / "leaderboard-search.png"))
@@ -122,7 +125,8 @@ def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, scrip
     expect(page.locator("#requests-table")).to_contain_text("FINISHED")
     page.get_by_role("tab", name="Leaderboard").click()
     page.click("#refresh")
-    expect(page.locator("#leaderboard-table")).to_contain_text("acme/browser-vl (partial)")
+    expect(page.locator("#partial-table")).to_contain_text("acme/browser-vl (partial)")
+    expect(page.locator("#leaderboard-table")).not_to_contain_text("acme/browser-vl")
     page.screenshot(path=str(SHOTS / "leaderboard-after-submission.png"), full_page=True)
     [record] = [json.loads(p.read_text()) for p in config.requests.glob("*.json")]
     assert record["status"] == "FINISHED"
