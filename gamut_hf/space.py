@@ -118,7 +118,9 @@ class SpaceData:
                 else:
                     loaded[key] = (mtime, entry, run_summary(entry.run.questions, bootstrap))
             except Exception as error:  # noqa: BLE001 - one unreadable folder must not take the board down
-                not_loaded[key] = f"{type(error).__name__}: {error}".splitlines()[0]
+                # Named from the results folder: the server's own paths are not the visitor's business.
+                reason = str(error).replace(f"{self.config.results / key}{os.sep}", "").splitlines()[0]
+                not_loaded[key] = f"{type(error).__name__}: {reason}"
                 print(f"gamut space: result folder {key} not loaded: {not_loaded[key]}")
         self.loaded = loaded
         # Folders that failed before and have not changed keep their reason without a second try.
