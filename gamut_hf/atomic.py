@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -92,3 +94,16 @@ def replace_folder(staging: str | Path, target: str | Path) -> None:
     _fsync_folder(target.parent)
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextmanager
+def folder_in_place(target: str | Path) -> Iterator[Path]:
+    """Fill the yielded staging folder; on success it replaces ``target`` whole
+    (:func:`replace_folder`), on any failure it is removed and ``target`` is untouched."""
+    staging = staging_folder(target)
+    try:
+        yield staging
+        replace_folder(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -413,8 +413,7 @@ def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0
     if out.is_dir() and not _is_previous_export(out):
         raise InputError(f"{out}: holds files that are not an export (only {QUESTIONS_FILE} and images/ may be "
                          "there); export into a new folder")
-    staging = atomic.staging_folder(out)
-    try:
+    with atomic.folder_in_place(out) as staging:
         (staging / "images").mkdir()
         lines = []
         for q in store.questions():
@@ -428,8 +427,4 @@ def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0
                 record["binary_rubric"] = q.binary_rubric
             lines.append(json.dumps(record, ensure_ascii=False))
         (staging / QUESTIONS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        atomic.replace_folder(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return len(lines)

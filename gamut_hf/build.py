@@ -16,7 +16,6 @@ files. OUT may not overlap SOURCE, nor be the current folder or one above it.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from datasets import Dataset, Features
 from datasets.utils.logging import disable_progress_bar, enable_progress_bar
 
 from gamut_hf.annotations import AnnotatedQuestion, read_annotations
-from gamut_hf.atomic import replace_folder, staging_folder
+from gamut_hf.atomic import folder_in_place
 from gamut_hf.card import BUILD_MARKER, CARD_FILE, render_card
 from gamut_hf.compiler import CompileParams
 from gamut_hf.features import RUBRIC_VERSION, VARIANTS, Variant, gamut_features, meta_rubric_to_rows
@@ -158,23 +157,19 @@ def build_dataset(
 
     domains = sorted({q.domain for q in questions})
     features = {variant: gamut_features(domains, variant) for variant in VARIANTS}
-    staging = staging_folder(out)
     disable_progress_bar()  # datasets' per-shard bars would drown the build's own output
     try:
-        sizes = {
-            variant: _write_variant(questions, variant, features[variant], staging, compile_params)
-            for variant in VARIANTS
-        }
-        stats = rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in questions)
-        card = render_card(
-            questions, stats, features=features, sizes=sizes, compile_params=compile_params,
-            pretty_name=pretty_name, license=license, repo_hint=repo_id or str(out),
-        )
-        (staging / CARD_FILE).write_text(card, encoding="utf-8")
-        replace_folder(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        with folder_in_place(out) as staging:
+            sizes = {
+                variant: _write_variant(questions, variant, features[variant], staging, compile_params)
+                for variant in VARIANTS
+            }
+            stats = rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in questions)
+            card = render_card(
+                questions, stats, features=features, sizes=sizes, compile_params=compile_params,
+                pretty_name=pretty_name, license=license, repo_hint=repo_id or str(out),
+            )
+            (staging / CARD_FILE).write_text(card, encoding="utf-8")
     finally:
         enable_progress_bar()
     return questions

@@ -25,7 +25,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from gamut_hf.atomic import replace_folder, staging_folder, write_text
+from gamut_hf.atomic import folder_in_place, write_text
 from gamut_hf.hub import HubFolder, PushConflict, PushError
 from gamut_hf.leaderboard import CARD_FILE
 from gamut_hf.pipeline import (
@@ -72,18 +72,13 @@ def evaluate(record: RequestRecord, responses: dict[str, str], dataset: str, jud
     if results.score.gamut is None:
         raise RuntimeError(f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} "
                            "unjudged; the submission is kept and can be judged again")
-    staging = staging_folder(out)
-    try:
+    with folder_in_place(out) as staging:  # the old folder stays whole until the new one is in
         for name in (DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE):
             shutil.copy2(work / name, staging / name)
         card = {**record.model.model_dump(mode="json"), "partial": record.partial,
                 "submitted_by": record.submitted_by, "submitted_at": record.submitted_at.isoformat(),
                 "request": record.key}
         write_text(staging / CARD_FILE, json.dumps(card, indent=2) + "\n")
-        replace_folder(staging, out)  # the old folder stays whole until the new one is in
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def publish_claim(queue: RequestQueue, record: RequestRecord, requests_hub: HubFolder, message: str) -> None:
