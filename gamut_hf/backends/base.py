@@ -103,10 +103,18 @@ VOLATILE_OPTIONS: frozenset[str] = frozenset(
      "max_model_len"})
 
 
+# Output-changing options a backend applies when none is given. They are part of the
+# fingerprint either way, so changing a default never reuses outputs made under the old one.
+# Kept here, not in the backend's module, so a fingerprint never imports torch or vllm.
+TRANSFORMERS_CHOICE_RULES = ("summed", "mean", "first_token")
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"transformers": {"choice_rule": "first_token"}}
+
+
 def model_fingerprint(backend: str, model: str, options: dict[str, Any]) -> dict[str, Any]:
     """What identifies a model's outputs, computable before loading it (so finished work is
     recognised without starting an engine)."""
-    kept = {name: value for name, value in sorted(options.items()) if name not in VOLATILE_OPTIONS}
+    given = {**DEFAULT_OPTIONS.get(backend, {}), **options}
+    kept = {name: value for name, value in sorted(given.items()) if name not in VOLATILE_OPTIONS}
     return {"backend": backend, "model": model, **kept}
 
 

@@ -2,8 +2,12 @@
 
 Free text (a candidate's answer) is batched greedy ``generate``. A :class:`Choice` (the
 judge's verdict) is not generated but *scored*: each option plus the end-of-turn token is a
-continuation of the prompt, and the option with the highest total log-probability wins, so
-even a 135M-parameter judge always yields one valid verdict. A question's checks share
+continuation of the prompt, and the option the ``choice_rule`` ranks first wins, so even a
+135M-parameter judge always yields one valid verdict. The rules: ``summed`` (the option's
+total log-probability, which favours options of fewer tokens: "missing" is one token,
+"partially_meets" five), ``mean`` (per token) and ``first_token`` (only the token that tells
+the options apart, as a constrained decoder's first step would); the default is the one with
+the best kappa on the judge audit (BENCHMARKS.md). A question's checks share
 everything but their last words, so within each run of requests with one ``prefix_key`` the
 longest common token prefix is computed once and its KV cache reused for every check.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
@@ -25,8 +30,27 @@ from transformers import (
     DynamicCache,
 )
 
-from gamut_hf.backends.base import Backend, BackendError, ChatRequest, Choice, Completion, Constraint
+from gamut_hf.backends.base import (
+    DEFAULT_OPTIONS,
+    TRANSFORMERS_CHOICE_RULES,
+    Backend,
+    BackendError,
+    ChatRequest,
+    Choice,
+    Completion,
+    Constraint,
+)
 from gamut_hf.models import resolve_model
+
+
+def rank_option(token_logprobs: Sequence[float], rule: str) -> float:
+    """An option's score under a choice rule, from the log-probabilities of its tokens (the
+    option's own, then end-of-turn)."""
+    if rule == "summed":
+        return sum(token_logprobs)
+    if rule == "mean":
+        return sum(token_logprobs) / len(token_logprobs)
+    return token_logprobs[0]
 
 
 def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
@@ -39,15 +63,30 @@ def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     return length
 
 
+@dataclass
+class ScoredOptions:
+    """One prompt's options, scored: ``logprobs[j]`` are option j's tokens' log-probabilities."""
+
+    logprobs: list[list[float]]
+    prompt_tokens: int
+    cached_tokens: int
+    seconds: float = 0.0
+
+
 class TransformersBackend(Backend):
     name = "transformers"
     # One generate() batch per commit; for the judge, about one question per commit.
     default_batch_size = 8
 
     def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                 prefix_reuse: bool = True, **options: Any):
+                 prefix_reuse: bool = True, choice_rule: str = DEFAULT_OPTIONS["transformers"]["choice_rule"],
+                 **options: Any):
+        if choice_rule not in TRANSFORMERS_CHOICE_RULES:
+            raise BackendError(f"transformers: choice_rule must be one of {', '.join(TRANSFORMERS_CHOICE_RULES)}, "
+                               f"not {choice_rule!r}")
         super().__init__(model, device=device, dtype=dtype, batch_size=batch_size, prefix_reuse=prefix_reuse,
-                         **options)
+                         choice_rule=choice_rule, **options)
+        self.choice_rule = choice_rule
         path = resolve_model(model)
         try:
             config = AutoConfig.from_pretrained(path)
@@ -147,7 +186,22 @@ class TransformersBackend(Backend):
                 for option in options]
 
     def _choose(self, group: list[ChatRequest], options: Sequence[str]) -> list[Completion]:
-        """Score every option as a continuation of each prompt; the shared prefix is prefilled once."""
+        """Each request's option ranked first by the choice rule."""
+        if self.choice_rule == "first_token" and len({ids[0] for ids in self._option_ids(options)}) < len(options):
+            raise BackendError(f"transformers: choice_rule first_token needs options whose first tokens differ: "
+                               f"{', '.join(options)}")
+        completions = []
+        for scored in self.option_logprobs(group, options):
+            best = max(range(len(options)), key=lambda j: rank_option(scored.logprobs[j], self.choice_rule))
+            completions.append(Completion(text=options[best], prompt_tokens=scored.prompt_tokens,
+                                          completion_tokens=len(scored.logprobs[best]),
+                                          cached_tokens=scored.cached_tokens, seconds=scored.seconds))
+        return completions
+
+    @torch.inference_mode()
+    def option_logprobs(self, group: Sequence[ChatRequest], options: Sequence[str]) -> list[ScoredOptions]:
+        """Score every option as a continuation of each prompt (requests of one prefix_key: the
+        shared prefix is prefilled once): per request, per option, each token's log-probability."""
         started = time.perf_counter()
         encoded = [self._encode([r], padding=False) for r in group]
         prompts = [e["input_ids"][0].tolist() for e in encoded]
@@ -167,7 +221,7 @@ class TransformersBackend(Backend):
         width = max(len(ids) for ids in option_ids)
         padded = torch.tensor([ids + [self.end_of_turn] * (width - len(ids)) for ids in option_ids],
                               device=self.device)
-        completions = []
+        scored: list[ScoredOptions] = []
         for prompt, inputs in zip(prompts, encoded, strict=True):
             own = prompt[shared:]
             pixels = {} if shared else {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
@@ -179,22 +233,17 @@ class TransformersBackend(Backend):
             cache.batch_repeat_interleave(len(option_ids))
             rest = self.net(input_ids=padded, past_key_values=cache, use_cache=True).logits.float()
             rest = torch.log_softmax(rest, dim=-1)
-            scores = []
-            for j, ids in enumerate(option_ids):
-                total = first[ids[0]].item() + sum(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))
-                scores.append(total)
+            logprobs = [[first[ids[0]].item(), *(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))]
+                        for j, ids in enumerate(option_ids)]
             cache.crop(-(width + len(own)))
             cache.batch_select_indices(torch.tensor([0], device=self.device))
             if not shared:
                 cache = DynamicCache()
-            best = max(range(len(options)), key=scores.__getitem__)
-            completions.append(Completion(
-                text=options[best], prompt_tokens=len(prompt), completion_tokens=len(option_ids[best]),
-                cached_tokens=shared))
+            scored.append(ScoredOptions(logprobs, prompt_tokens=len(prompt), cached_tokens=shared))
         seconds = (time.perf_counter() - started) / len(group)
-        for completion in completions:
-            completion.seconds = seconds
-        return completions
+        for entry in scored:
+            entry.seconds = seconds
+        return scored
 
     def close(self) -> None:
         del self.net
