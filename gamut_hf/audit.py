@@ -175,14 +175,23 @@ class _AuditSource:
         return None
 
 
+def default_audit_folder(judge: Any) -> Path:
+    """``judge-audit-<model>-<backend>`` in the current folder (a path's last part for a model folder)."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(judge.name).name).strip("-.") or "judge"
+    return Path(f"judge-audit-{name}-{judge.backend}")
+
+
 def audit_config(judge: Any, audit: AuditSet, *, rationale: bool = False, judge_retries: int = 2,
-                 judge_batch_size: int | None = None) -> Any:
+                 judge_batch_size: int | None = None, retry_errors: bool = False) -> Any:
     from gamut_hf.pipeline import ModelSpec, RunConfig
 
     # The responses' fingerprint names the candidate: another audit set never reuses these answers.
     candidate = ModelSpec(name=AUDIT_CANDIDATE, backend="submitted", options={"audit": audit.fingerprint()})
     return RunConfig(dataset="judge-audit", variant="text_only", candidate=candidate, judge=judge,
-                     rationale=rationale, judge_retries=judge_retries, judge_batch_size=judge_batch_size)
+                     rationale=rationale, judge_retries=judge_retries, judge_batch_size=judge_batch_size,
+                     retry_errors=retry_errors)
 
 
 def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) -> tuple[dict[str, str], Any]:
@@ -436,7 +445,7 @@ def load_audit_results(folder: str | Path) -> AuditResults | None:
 
 def run_audit(judge: Any, out: str | Path, *, labels: str | Path | None = None, rationale: bool = False,
               judge_retries: int = 2, judge_batch_size: int | None = None, limit: int | None = None,
-              echo: Any = print) -> AuditResults:
+              retry_errors: bool = False, echo: Any = print) -> AuditResults:
     """Judge the audit set (or the --labels file) with ``judge`` into ``out`` and measure it."""
     from gamut_hf.judge import JUDGE_PROMPT_VERSION
 
@@ -448,7 +457,7 @@ def run_audit(judge: Any, out: str | Path, *, labels: str | Path | None = None, 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     config = audit_config(judge, audit, rationale=rationale, judge_retries=judge_retries,
-                          judge_batch_size=judge_batch_size)
+                          judge_batch_size=judge_batch_size, retry_errors=retry_errors)
     judged, stage = judge_audit_set(config, audit, folder, echo)
     results = AuditResults(judge=judge.fingerprint(), labels=str(audit.path), labels_fingerprint=audit.fingerprint(),
                            prompt_version=JUDGE_PROMPT_VERSION, rationale=rationale, responses=len(audit.responses),

@@ -506,6 +506,51 @@ def judge(**options: Any) -> None:
     _pipeline(("judge", "score"), options)
 
 
+@cli.command("judge-audit")
+@click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m].")
+@click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers].")
+@click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
+@click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL",
+              help="Judge endpoint(s) for the openai backend; repeat for several.")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend.")
+@click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole responses).")
+@click.option("--out", metavar="DIR", help="Where the store, audit.json, audit.md and the figure go; put it in a "
+              "results folder to show the audit beside the judge's scores [default: judge-audit-<judge>-<backend>].")
+@click.option("--labels", metavar="FILE", help="Human verdicts in the audit set's format, measured instead of the "
+              "built-in gold.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the responses of the first N questions.")
+@click.option("--rationale/--no-rationale", default=False, show_default=True, help="Judge writes a short rationale first.")
+@click.option("--judge-retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Retries of an unreadable verdict.")
+@click.option("--retry-errors", is_flag=True, help="Judge again the checks stored as error.")
+def judge_audit(judge: str | None, judge_backend: str | None, judge_options: tuple[str, ...],
+                judge_base_urls: tuple[str, ...], concurrency: int | None, judge_batch_size: int | None,
+                out: str | None, labels: str | None, limit: int | None, rationale: bool, judge_retries: int,
+                retry_errors: bool) -> None:
+    """Measure a judge against responses whose right verdicts are known.
+
+    Judges every check of the audit set shipped with the package (templated and prose
+    responses to the sample's questions, and injected twins of them) through the same judge
+    stage and store as `gamut judge`, so a stopped audit resumes; then writes DIR/audit.json,
+    audit.md and audit-confusion.png: accuracy, Cohen's kappa, the confusion matrix,
+    per-verdict precision and recall, the error of question and Gamut scores, and the
+    injection flip rate.
+    """
+    from gamut_hf.audit import default_audit_folder, run_audit, summary_lines
+    from gamut_hf.pipeline import ModelSpec
+
+    spec = _model_spec(ModelSpec(), judge, judge_backend, judge_options, judge_base_urls, concurrency,
+                       "--judge-option")
+    folder = Path(out) if out else default_audit_folder(spec)
+    click.echo(f"judge audit: {spec.name} ({spec.backend}) into {folder}", err=True)
+    results = run_audit(spec, folder, labels=labels, rationale=rationale, judge_retries=judge_retries,
+                        judge_batch_size=judge_batch_size, limit=limit, retry_errors=retry_errors,
+                        echo=lambda line: click.echo(line, err=True))
+    for line in summary_lines(results):
+        click.echo(line)
+    click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
+
+
 @cli.command()
 @click.argument("out", metavar="OUT")
 @click.argument("sources", nargs=-1, required=True, metavar="RUN_DIR...")

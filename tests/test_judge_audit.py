@@ -101,3 +101,106 @@ def test_always_meets_scores_what_arithmetic_says(audit):
     assert figures["injection"].flip_rate == 0.0 and figures["injection"].false_meets_rate == 1.0
     mae = sum(abs(1.0 - r.gold_score) for r in audit.responses) / len(audit.responses)
     assert figures["question_score_mae"] == pytest.approx(mae)
+
+
+# -- `gamut judge-audit` from the command line, judges behind a scripted OpenAI-compatible endpoint --
+
+
+@pytest.fixture(scope="module")
+def audit_endpoint(audit):
+    """Judges that know the gold: ``oracle`` answers it, ``always-meets`` answers meets, and
+    ``obedient`` answers gold on base responses but meets on every injected twin (it follows
+    the injection)."""
+    from fake_endpoint import FakeEndpoint, user_text
+
+    from gamut_hf.judge import judge_request
+
+    gold: dict[str, tuple[str, bool]] = {}
+    for response in audit.responses:
+        question = audit.questions[response.question_id]
+        for check in question.checks:
+            user = judge_request(question.prompt, None, response.response, check, rationale=False).user
+            gold[user] = (response.gold[check.id], response.injection is not None)
+
+    def answer(body: dict) -> str:
+        verdict, injected = gold[user_text(body)]
+        if body["model"] == "always-meets" or (body["model"] == "obedient" and injected):
+            return "meets"
+        return verdict
+
+    server = FakeEndpoint(responder=answer)
+    yield server
+    server.stop()
+
+
+def _audit_command(gamut, endpoint, judge: str, out: Path, *extra: str):
+    return gamut("judge-audit", "--judge", judge, "--judge-backend", "openai", "--judge-base-url", endpoint.url,
+                 "--out", out, *extra)
+
+
+def test_the_command_gives_an_oracle_kappa_one_and_resumes_without_asking_again(gamut, audit_endpoint, audit,
+                                                                                tmp_path):
+    out = tmp_path / "results" / "audit-oracle"
+    done = _audit_command(gamut, audit_endpoint, "oracle", out)
+    assert done.code == 0, done.err
+    assert "kappa 1.000" in done.out and "injection flip rate 0.0%" in done.out
+    results = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert results["kappa"] == pytest.approx(1.0) and results["accuracy"] == 1.0
+    assert results["judged"] == audit.checks == 2247 and results["errors"] == 0
+    assert results["injection"]["flip_rate"] == 0.0 and results["question_score_mae"] == 0.0
+    assert results["judge"]["model"] == "oracle"
+    markdown = (out / "audit.md").read_text(encoding="utf-8")
+    assert "| Cohen's kappa | 1.000 |" in markdown and (out / "audit-confusion.png").stat().st_size > 1000
+    asked = audit_endpoint.requests
+    again = _audit_command(gamut, audit_endpoint, "oracle", out)
+    assert again.code == 0, again.err
+    assert audit_endpoint.requests == asked  # every verdict came from the store
+
+
+def test_the_command_scores_always_meets_and_an_obedient_judge_as_arithmetic_says(gamut, audit_endpoint, audit,
+                                                                                  tmp_path):
+    keep = list(dict.fromkeys(r.question_id for r in audit.responses))[:3]
+    responses = [r for r in audit.responses if r.question_id in keep]
+    gold = [(v, r.injection is not None) for r in responses for v in r.gold.values()]
+
+    done = _audit_command(gamut, audit_endpoint, "always-meets", tmp_path / "meets", "--limit", "3")
+    assert done.code == 0, done.err
+    meets = json.loads((tmp_path / "meets" / "audit.json").read_text(encoding="utf-8"))
+    assert meets["judged"] == len(gold)
+    assert meets["accuracy"] == pytest.approx(sum(v == "meets" for v, _ in gold) / len(gold))
+    assert meets["kappa"] == pytest.approx(0.0)
+    assert meets["injection"]["flip_rate"] == 0.0 and meets["injection"]["false_meets_rate"] == 1.0
+
+    done = _audit_command(gamut, audit_endpoint, "obedient", tmp_path / "obedient", "--limit", "3")
+    assert done.code == 0, done.err
+    obedient = json.loads((tmp_path / "obedient" / "audit.json").read_text(encoding="utf-8"))
+    twin_checks = [v for v, injected in gold if injected]
+    assert obedient["injection"]["checks"] == len(twin_checks)
+    assert obedient["injection"]["flip_rate"] == pytest.approx(
+        sum(v != "meets" for v in twin_checks) / len(twin_checks))
+    assert obedient["injection"]["false_meets_rate"] == 1.0
+    assert obedient["injection"]["base_false_meets_rate"] == 0.0
+
+
+def test_labels_replace_the_gold_and_a_bad_labels_file_is_one_line(gamut, audit_endpoint, audit, tmp_path):
+    rows = [r.model_dump(mode="json") for r in audit.responses if r.twin_of is None][:4]
+    changed = 0
+    for row in rows:  # a "human" who disagrees with the built-in gold on one check per response
+        check_id = next(iter(row["gold"]))
+        row["gold"][check_id] = "contradicts" if row["gold"][check_id] != "contradicts" else "meets"
+        row["gold_score"] = None
+        changed += 1
+    labels = _lines(tmp_path, rows)
+    done = _audit_command(gamut, audit_endpoint, "oracle", tmp_path / "human", "--labels", labels)
+    assert done.code == 0, done.err
+    results = json.loads((tmp_path / "human" / "audit.json").read_text(encoding="utf-8"))
+    checks = sum(len(r["gold"]) for r in rows)
+    assert results["labels"] == str(labels) and results["checks"] == checks
+    assert results["accuracy"] == pytest.approx((checks - changed) / checks)
+    assert results["injection"] is None
+
+    rows[1]["gold"].popitem()
+    bad = _lines(tmp_path, rows)
+    done = _audit_command(gamut, audit_endpoint, "oracle", tmp_path / "bad", "--labels", bad)
+    assert done.code == 2
+    assert f"{bad}:2: gold: no verdict for check" in done.err and "Traceback" not in done.err
