@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -437,10 +438,55 @@ def write_audit(results: AuditResults, out: Path) -> None:
 
 def load_audit_results(folder: str | Path) -> AuditResults | None:
     """The audit in a folder (a results folder may hold one beside a judge's runs), or None."""
+    from gamut_hf.files import read_json
+
     path = Path(folder) / AUDIT_JSON
     if not path.is_file():
         return None
-    return AuditResults.model_validate_json(path.read_text(encoding="utf-8"))
+    try:
+        return AuditResults.model_validate(read_json(path))
+    except ValidationError as error:
+        raise AuditSetError(f"{path}: {error.errors()[0]['msg']} at "
+                            f"{'.'.join(str(part) for part in error.errors()[0]['loc'])}") from None
+
+
+@dataclass(frozen=True)
+class FoundAudit:
+    """An audit folder found in a results folder: its figures, or why they cannot be read."""
+
+    folder: Path
+    results: AuditResults | None
+    problem: str | None = None
+
+    @property
+    def judge_key(self) -> str | None:
+        """The judge's fingerprint as a run folder's reader keys it (report.Run.judge_key)."""
+        return json.dumps(self.results.judge, sort_keys=True) if self.results else None
+
+    def row(self) -> dict[str, Any]:
+        """One line of an audit table, in the report's and the Space's words."""
+        results = self.results
+        assert results is not None
+        injection = results.injection
+        return {"audit": self.folder.name,
+                "labels": "built-in gold" if Path(results.labels).resolve() == AUDIT_FILE else Path(results.labels).name,
+                "checks judged": results.judged, "accuracy": results.accuracy, "kappa": results.kappa,
+                "question score MAE": results.question_score_mae, "Gamut MAE": results.gamut_mae,
+                "injection flip rate": injection.flip_rate if injection else None,
+                "injected false meets": injection.false_meets_rate if injection else None}
+
+
+def find_audits(roots: Sequence[str | Path]) -> list[FoundAudit]:
+    """The audit folders directly inside each of ``roots`` (results folders), by path; one
+    that cannot be read is returned with its problem, never raised, so it cannot take a
+    report or the Space down."""
+    found = []
+    for path in sorted({p for root in roots for p in Path(root).glob(f"*/{AUDIT_JSON}")}):
+        try:
+            found.append(FoundAudit(path.parent, load_audit_results(path.parent)))
+        except GamutError as error:
+            found.append(FoundAudit(path.parent, None, str(error).replace(f"{path.parent}{os.sep}", "")))
+    return found
 
 
 def run_audit(judge: Any, out: str | Path, *, labels: str | Path | None = None, rationale: bool = False,

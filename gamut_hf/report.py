@@ -10,6 +10,8 @@ reason. The sections follow the paper's claims, so a reader can check each on th
 2. Judge robustness (Table 2): the same candidates under different judges.
 3. Text-only against multimodal (Table 3): the same candidate and judge on both variants.
 4. Breakdowns: domain, tier, item type, check kind, and the hardest questions.
+5. Judge audit: each judge's agreement with gold verdicts (`gamut judge-audit`), when an
+   audit of it sits in the results folder beside the runs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import pandas as pd
 
 from gamut_hf import analysis, figures
 from gamut_hf.analysis import Bootstrap, Interval
+from gamut_hf.audit import FoundAudit, confusion_figure, find_audits
 from gamut_hf.files import InputError
 from gamut_hf.rubric import TIERS, VERDICTS
 from gamut_hf.run_folder import (
@@ -569,6 +572,43 @@ def claims_section(groups: list[Group], sections: dict[str, Section]) -> Section
     return section
 
 
+def audit_section(runs: list[Run], audits: Sequence[FoundAudit]) -> Section:
+    """Each judge of these runs beside its audit(s), matched by the judge's fingerprint."""
+    section = Section("Judge audit")
+    judges = {r.judge_key: r.judge for r in runs}
+    matched = [(judges[a.judge_key], a) for a in audits if a.judge_key in judges]
+    unreadable = [a for a in audits if a.results is None]
+    if not matched:
+        hint = "; ".join(f"`{a.folder.name}`: {a.problem}" for a in unreadable)
+        section.omitted = ("no audit of these runs' judges in their results folder (`gamut judge-audit --judge J "
+                           "--judge-backend B --out RESULTS/judge-audit-J`)" + (f"; unreadable: {hint}" if hint else ""))
+        return section
+    section.blocks.append(
+        "The judge measured against responses whose right verdicts are known (`gamut judge-audit`): agreement "
+        "with gold (accuracy, Cohen's kappa with unreadable verdicts as a fifth answer), the error it puts into "
+        "question and Gamut scores, and how often an injection in the response changes its verdict.")
+    rows = [{"judge": label, **audit.row()} for label, audit in matched]
+    data = pd.DataFrame(rows)
+    shown = data.copy()
+    for column in ("accuracy", "injection flip rate", "injected false meets"):
+        shown[column] = [("-" if value is None or pd.isna(value) else f"{100 * value:.1f}%") for value in data[column]]
+    shown["kappa"] = [f"{value:.3f}" for value in data["kappa"]]
+    shown["question score MAE"] = [f"{value:.3f}" for value in data["question score MAE"]]
+    shown["Gamut MAE"] = [_fmt(value) for value in data["Gamut MAE"]]
+    section.blocks.append(Table("judge-audit", "Judge audit", shown, data))
+    for label, audit in matched:
+        assert audit.results is not None
+        section.blocks.append(_figure(f"audit-confusion-{_slug(label, audit.folder.name)}",
+                                      f"Gold against judged verdicts: {label} ({audit.folder.name})",
+                                      confusion_figure(audit.results)))
+    missing = [label for key, label in judges.items() if key not in {a.judge_key for a in audits}]
+    if missing:
+        section.blocks.append(f"No audit in the results folder for: {', '.join(missing)}.")
+    for audit in unreadable:
+        section.blocks.append(f"Audit folder `{audit.folder.name}` not read: {audit.problem}")
+    return section
+
+
 def runs_section(runs: list[Run]) -> Section:
     section = Section("Runs")
     rows = [{"run": str(r.folder), "model": r.model, "judge": r.judge, "variant": r.variant,
@@ -594,8 +634,12 @@ class Report:
         return [s for s in self.sections if not s.omitted]
 
 
-def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap(), top: int = 10) -> Report:
+def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap(), top: int = 10,
+                 audits: Sequence[FoundAudit] | None = None) -> Report:
+    """The report of these run folders; ``audits`` default to those in the folders' results folders."""
     runs = [load_run(folder) for folder in folders]
+    if audits is None:
+        audits = find_audits(list(dict.fromkeys(Path(folder).resolve().parent for folder in folders)))
     label_runs(runs)
     duplicates = pd.Series([(r.variant, r.judge, r.model) for r in runs]).duplicated()
     if duplicates.any():
@@ -603,19 +647,20 @@ def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap
         raise InputError(f"{twin.folder}: a second run of {twin.model} judged by {twin.judge} ({twin.variant}); "
                          "report each combination once (merge shards with `gamut merge`)")
     scored = [r for r in runs if r.scored]
-    sections = {"runs": runs_section(runs)}
+    sections = {"runs": runs_section(runs), "audit": audit_section(runs, audits)}
     if not scored:
         for key, title in (("leaderboard", "Leaderboard"), ("judges", "Judge robustness"),
                            ("variants", "Text-only against multimodal"), ("breakdowns", "Breakdowns")):
             sections[key] = Section(title, omitted="no run has a score")
-        return Report(list(sections.values()), runs)
+        return Report([sections[k] for k in ("runs", "leaderboard", "judges", "audit", "variants", "breakdowns")],
+                      runs)
     groups = _groups(scored, bootstrap)
     sections["leaderboard"] = leaderboard_section(groups, bootstrap)
     sections["judges"] = judge_section(scored, groups, bootstrap)
     sections["variants"] = variant_section(scored, groups, bootstrap)
     sections["breakdowns"] = breakdown_section(groups, top)
     sections["claims"] = claims_section(groups, sections)
-    order = ["runs", "claims", "leaderboard", "judges", "variants", "breakdowns"]
+    order = ["runs", "claims", "leaderboard", "judges", "audit", "variants", "breakdowns"]
     return Report([sections[k] for k in order], runs)
 
 

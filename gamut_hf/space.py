@@ -31,6 +31,7 @@ import gradio as gr
 import pandas as pd
 
 from gamut_hf.analysis import Bootstrap, run_summary
+from gamut_hf.audit import FoundAudit, find_audits
 from gamut_hf.failures import ANY, FailureIndex, QuestionInfo, dataset_questions
 from gamut_hf.features import VARIANTS
 from gamut_hf.hub import HubFolder, PushError
@@ -53,6 +54,11 @@ DEFAULT_COLUMNS = ["rank", "model", "type", "size (B)", "variant", "judge", "Gam
 MODEL_TYPES = ("open", "proprietary", "unknown")  # "unknown": a run without a submitter's card
 SIZE_BUCKETS = {"under 10B": (0, 10), "10B to 100B": (10, 100), "over 100B": (100, float("inf")), "unknown": None}
 DEFAULT_VARIANT = "multimodal"
+
+
+# Tables and figures the Analysis tab has room for, in report order (the breakdowns' tables are
+# left to the report); enough for three boards, two judges' comparison and their audits.
+ANALYSIS_SLOTS = 18
 
 
 def launch_options() -> dict:
@@ -89,6 +95,7 @@ class SpaceData:
         self.loaded: dict[str, tuple[int, Entry, dict]] = {}
         self.entries: list[Entry] = []
         self.not_loaded: dict[str, str] = {}  # result folder -> why it is not on the board
+        self.audits: list[FoundAudit] = []  # judge audits in the results folder
         self.board = leaderboard_table([])
         self.index: FailureIndex | None = None
         self.report = None
@@ -102,6 +109,7 @@ class SpaceData:
                 self.config.results_hub.pull()
             except PushError as error:  # the hub is down: show what is already here
                 print(f"gamut space: {error}; showing the local copy")
+        self.audits = find_audits([self.config.results])  # a few small files: read on every look
         found = {p.parent.name: p.stat().st_mtime_ns for p in self.config.results.glob(f"*/{RESULTS_FILE}")}
         if found == {key: mtime for key, (mtime, _, _) in self.loaded.items()}:
             return False
@@ -167,6 +175,25 @@ class SpaceData:
             return ""
         return "**Not loaded** (fix or remove these result folders):\n" + "\n".join(
             f"- `{key}`: {why}" for key, why in sorted(self.not_loaded.items()))
+
+    def audit_note(self, judge: str | None) -> str:
+        """The audit(s) of the judge whose board is shown, or how to make one."""
+        keys = {entry.run.judge_key for entry in self.entries if entry.run.judge == judge}
+        if not keys:
+            return ""
+        lines = []
+        for audit in self.audits:
+            if audit.judge_key in keys:
+                row = audit.row()
+                flip = row["injection flip rate"]
+                lines.append(f"- `{row['audit']}` ({row['labels']}, {row['checks judged']} checks): kappa "
+                             f"{row['kappa']:.3f}, accuracy {100 * row['accuracy']:.1f}%, Gamut error "
+                             f"{row['Gamut MAE']:.1f} points, injection flip rate "
+                             f"{'-' if flip is None else f'{100 * flip:.1f}%'}")
+        if not lines:
+            return (f"**Judge audit**: none for {judge} in the results folder yet "
+                    "(`gamut judge-audit --out RESULTS/judge-audit-NAME`).")
+        return f"**Judge audit of {judge}** (its verdicts against known right verdicts):\n" + "\n".join(lines)
 
     def model_choices(self) -> list[tuple[str, str]]:
         return [(f"{row.model} · {row.variant} · judge {row.judge}", row.key) for row in self.board.itertuples()]
@@ -235,6 +262,7 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 partial_table = gr.Dataframe(partial_runs.drop(columns="key"), interactive=False,
                                              elem_id="partial-table", wrap=True,
                                              label="Partial runs: fewer questions answered, so not ranked")
+                audit_note = gr.Markdown(data.audit_note(data.primary_judge()), elem_id="judge-audit")
                 not_loaded = gr.Markdown(data.not_loaded_note(), elem_id="not-loaded")
                 refresh = gr.Button("Refresh", elem_id="refresh", size="sm")
 
@@ -262,7 +290,7 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             with gr.Tab("Analysis", id="analysis") as analysis_tab:
                 analysis_note = gr.Markdown("Open this tab to build the analysis.", elem_id="analysis-note")
                 analysis_blocks = []
-                for _ in range(12):
+                for _ in range(ANALYSIS_SLOTS):
                     with gr.Column(visible=False) as column:
                         title = gr.Markdown()
                         figure = gr.Image(interactive=False, show_label=False)
@@ -294,10 +322,11 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         # -- behaviour --
         def show_board(types_, variant_, judge_, sizes_, columns_):
             ranked_, partial_ = filter_board(data.board, types_, variant_, judge_, sizes_, ["model", *columns_])
-            return ranked_.drop(columns="key"), list(ranked_["key"]), partial_.drop(columns="key"), list(partial_["key"])
+            return (ranked_.drop(columns="key"), list(ranked_["key"]), partial_.drop(columns="key"),
+                    list(partial_["key"]), data.audit_note(judge_))
 
         board_inputs = [types, variants, judges, sizes, columns]
-        board_outputs = [table, shown_keys, partial_table, partial_keys]
+        board_outputs = [table, shown_keys, partial_table, partial_keys, audit_note]
         for control in board_inputs:
             control.input(show_board, board_inputs, board_outputs, api_name=False)
 

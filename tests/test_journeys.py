@@ -258,7 +258,7 @@ def test_submissions_are_judged_and_join_the_board(installed, space, scripted_en
     assert scores["acme/partial"]["gamut"] > scores["acme/complete"]["gamut"]  # so ranking would put it first
 
     # The Space started with no results, so no judge to choose yet: a refresh picks the one there is now.
-    ranked, partial, _, judges, _ = client.predict(
+    ranked, partial, _, _, judges, _ = client.predict(
         ["open", "proprietary", "unknown"], "text_only", None, ["under 10B", "10B to 100B", "over 100B", "unknown"],
         ["rank", "type", "questions", "Gamut"], api_name="/refresh")
     assert judges["value"] == "strict-judge", judges

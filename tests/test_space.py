@@ -39,6 +39,10 @@ def space(tmp_path_factory, scripted_endpoint):
     # The issue's case: a run over a few questions scores above complete ones.
     api_run(run_gamut, results / "lucky-few", scripted_endpoint.url, "good-model-lucky", "strict-judge", "multimodal",
             limit=2)
+    # The strict judge's audit sits beside its runs; the lenient judge has none.
+    done = run_gamut("judge-audit", "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url",
+                     scripted_endpoint.url, "--limit", "2", "--out", results / "judge-audit-strict")
+    assert done.code == 0, done.err
     (results / "broken").mkdir()
     (results / "broken" / "results.json").write_text('{"model": {}}', encoding="utf-8")
     config = SpaceConfig(results=results, requests=requests, dataset="gamut-sample", login=False)
@@ -60,8 +64,20 @@ SIZES = ["under 10B", "10B to 100B", "over 100B", "unknown"]
 def board(client, variant="multimodal", judge="strict-judge", columns=("rank", "variant", "judge", "Gamut"),
           types=TYPES):
     """The leaderboard as /refresh shows it: (ranked rows, partial rows, the not-loaded note)."""
-    ranked, partial, _, _, note = client.predict(types, variant, judge, SIZES, list(columns), api_name="/refresh")
+    ranked, partial, _, _, _, note = client.predict(types, variant, judge, SIZES, list(columns), api_name="/refresh")
     return rows(ranked), rows(partial), note
+
+
+def test_a_judges_audit_is_shown_beside_its_board(space):
+    client, config = space
+    audit = json.loads((config.results / "judge-audit-strict" / "audit.json").read_text(encoding="utf-8"))
+    _, _, note, _, _, _ = client.predict(TYPES, "multimodal", "strict-judge", SIZES, ["Gamut"], api_name="/refresh")
+    assert "Judge audit of strict-judge" in note and "`judge-audit-strict`" in note
+    assert f"kappa {audit['kappa']:.3f}" in note and f"{audit['judged']} checks" in note
+    _, _, note, _, _, _ = client.predict(TYPES, "multimodal", "lenient-judge", SIZES, ["Gamut"], api_name="/refresh")
+    assert "none for lenient-judge" in note
+    # The audit folder is no result folder: it is not listed as one that failed to load.
+    assert "judge-audit-strict" not in board(client)[2]
 
 
 def test_the_default_board_is_one_variant_under_the_primary_judge_ranked(space):
@@ -131,6 +147,7 @@ def test_the_analysis_tab_builds_the_report(space):
     assert result[0].startswith("Analysis of the runs")
     assert "Judge robustness: see the section 'Judge robustness'" in result[0]  # two judges on the board
     assert any(isinstance(v, str) and "Text-only against multimodal" in v for v in result[1:])
+    assert any(isinstance(v, str) and v.startswith("**Judge audit**") for v in result[1:])
 
 
 def submit(client, path, name="acme/tiny-vl", variant="multimodal", partial=False, link="https://example.org/m"):
