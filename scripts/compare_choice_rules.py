@@ -7,11 +7,16 @@ rule to the same log-probabilities, so the rules are compared on identical numbe
 measures each against gold with :func:`gamut_hf.audit.measure`.
 
     .venv/bin/python scripts/compare_choice_rules.py --json /tmp/choice_rules.json [--limit N]
+        [--reuse EARLIER.json]
+
+``--reuse`` takes the log-probabilities of an earlier run for every response whose text is
+unchanged (a rebuilt audit set is scored only where it changed).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from dataclasses import replace
@@ -29,15 +34,28 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--limit", type=int, default=None, help="only the first N responses")
     parser.add_argument("--json", default=None, help="write the figures (and every option's log-probabilities) here")
+    parser.add_argument("--reuse", default=None, help="an earlier --json output: its scores of unchanged responses")
     args = parser.parse_args()
 
     audit = load_audit_set(AUDIT_FILE)
     responses = audit.responses[:args.limit] if args.limit else audit.responses
     started = time.perf_counter()
     logprobs: dict[str, list[list[float]]] = {}
+    digests = {r.id: hashlib.sha256(r.response.encode()).hexdigest() for r in responses}
+    earlier: dict[str, list[list[float]]] = {}
+    if args.reuse:
+        with open(args.reuse, encoding="utf-8") as handle:
+            before = json.load(handle)
+        assert before["model"] == args.model, "--reuse: another model's scores"
+        unchanged = {rid for rid, digest in before["response_digests"].items() if digests.get(rid) == digest}
+        earlier = {key: value for key, value in before["logprobs"].items() if key.split("\t")[0] in unchanged}
     with load_backend("transformers", args.model) as backend:
         for number, response in enumerate(responses, 1):
             question = audit.questions[response.question_id]
+            keys = [f"{response.id}\t{check.id}" for check in question.checks]
+            if all(key in earlier for key in keys):
+                logprobs.update({key: earlier[key] for key in keys})
+                continue
             requests = [replace(judge_request(question.prompt, None, response.response, check, rationale=False),
                                 prefix_key=response.id) for check in question.checks]
             for check, scored in zip(question.checks, backend.option_logprobs(requests, VERDICTS), strict=True):
@@ -60,7 +78,9 @@ def main() -> None:
             "false_meets_rate": measured["injection"].false_meets_rate if measured["injection"] else None,
             "judged_shares": {v: sum(1 for j in judged.values() if j == v) / len(judged) for v in VERDICTS},
         }
-    print(f"{len(logprobs)} checks scored in {seconds:.0f} s ({len(logprobs) / seconds:.2f} checks/s)")
+    scored = len(logprobs) - len(set(logprobs) & set(earlier))
+    print(f"{scored} checks scored in {seconds:.0f} s ({scored / seconds:.2f} checks/s), "
+          f"{len(logprobs) - scored} reused from --reuse")
     print("| rule | kappa | accuracy | question score MAE | Gamut MAE | flip rate | judged meets / partial / "
           "missing / contradicts |")
     print("|---|---|---|---|---|---|---|")
@@ -73,7 +93,7 @@ def main() -> None:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"model": args.model, "checks": len(logprobs), "seconds": seconds, "best": best,
-                       "rules": figures, "logprobs": logprobs}, handle)
+                       "rules": figures, "response_digests": digests, "logprobs": logprobs}, handle)
 
 
 if __name__ == "__main__":

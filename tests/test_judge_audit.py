@@ -123,6 +123,10 @@ def audit_endpoint(audit):
             gold[user] = (response.gold[check.id], response.injection is not None)
 
     def answer(body: dict) -> str:
+        if body["messages"][0]["role"] != "system":  # a candidate: a short answer to the question
+            return "Keep it in bright indirect light and water it less in winter."
+        if user_text(body) not in gold:  # a check of a real run: these judges know only the audit
+            return "missing"
         verdict, injected = gold[user_text(body)]
         if body["model"] == "always-meets" or (body["model"] == "obedient" and injected):
             return "meets"
@@ -146,7 +150,7 @@ def test_the_command_gives_an_oracle_kappa_one_and_resumes_without_asking_again(
     assert "kappa 1.000" in done.out and "injection flip rate 0.0%" in done.out
     results = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     assert results["kappa"] == pytest.approx(1.0) and results["accuracy"] == 1.0
-    assert results["judged"] == audit.checks == 2247 and results["errors"] == 0
+    assert results["judged"] == audit.checks and results["errors"] == 0
     assert results["injection"]["flip_rate"] == 0.0 and results["question_score_mae"] == 0.0
     assert results["judge"]["model"] == "oracle"
     markdown = (out / "audit.md").read_text(encoding="utf-8")
@@ -204,3 +208,34 @@ def test_labels_replace_the_gold_and_a_bad_labels_file_is_one_line(gamut, audit_
     done = _audit_command(gamut, audit_endpoint, "oracle", tmp_path / "bad", "--labels", bad)
     assert done.code == 2
     assert f"{bad}:2: gold: no verdict for check" in done.err and "Traceback" not in done.err
+
+
+def test_the_report_shows_the_audit_of_a_runs_judge_from_the_same_results_folder(gamut, audit_endpoint, tmp_path):
+    results = tmp_path / "results"
+    done = gamut("run", "--out", results / "cand", "--model", "cand", "--backend", "openai", "--base-url",
+                 audit_endpoint.url, "--judge", "oracle", "--judge-backend", "openai", "--judge-base-url",
+                 audit_endpoint.url, "--variant", "text_only", "--limit", "2")
+    assert done.code == 0, done.err
+    done = _audit_command(gamut, audit_endpoint, "oracle", results / "judge-audit-oracle", "--limit", "2")
+    assert done.code == 0, done.err
+    done = gamut("report", results, "--out", tmp_path / "report")
+    assert done.code == 0, done.err
+    assert "Judge audit" in done.out.split("sections:", 1)[1].splitlines()[0]
+    markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    section = markdown.split("## Judge audit", 1)[1].split("\n## ", 1)[0]
+    assert "judge-audit-oracle" in section and "1.000" in section and "built-in gold" in section
+    assert (tmp_path / "report" / "tables" / "judge-audit.csv").is_file()
+
+    # Another judge's audit is not this run's: the section is left out, saying how to make one.
+    other = tmp_path / "other"
+    done = gamut("run", "--out", other / "cand", "--model", "cand", "--backend", "openai", "--base-url",
+                 audit_endpoint.url, "--judge", "always-meets", "--judge-backend", "openai", "--judge-base-url",
+                 audit_endpoint.url, "--variant", "text_only", "--limit", "2")
+    assert done.code == 0, done.err
+    (other / "judge-audit-oracle").symlink_to(results / "judge-audit-oracle", target_is_directory=True)
+    (other / "judge-audit-broken").mkdir()
+    (other / "judge-audit-broken" / "audit.json").write_text('{"kappa": 2}', encoding="utf-8")
+    done = gamut("report", other, "--out", tmp_path / "report2")
+    assert done.code == 0, done.err
+    left_out = next(line for line in done.out.splitlines() if line.startswith("left out Judge audit"))
+    assert "gamut judge-audit" in left_out and "judge-audit-broken" in left_out

@@ -44,6 +44,10 @@ def real_runs(tmp_path_factory, scripted_endpoint):
             for variant in ("multimodal", "text_only"):
                 name = f"{slug(model)}-{judge}-{variant}"
                 folders.append(api_run(run_gamut, root / name, scripted_endpoint.url, model, judge, variant))
+    for judge in ("strict-judge", "lenient-judge"):  # each judge's audit beside its runs
+        done = run_gamut("judge-audit", "--judge", judge, "--judge-backend", "openai", "--judge-base-url",
+                         scripted_endpoint.url, "--limit", "1", "--out", root / f"judge-audit-{judge}")
+        assert done.code == 0, done.err
     return root, folders
 
 
@@ -54,8 +58,8 @@ def test_a_report_on_real_runs_has_every_section_and_agrees_with_the_runs(gamut,
     assert done.code == 0, done.err
     assert "left out" not in done.out
     markdown = (out / "report.md").read_text(encoding="utf-8")
-    for title in ("## Leaderboard", "## Judge robustness", "## Text-only against multimodal", "## Breakdowns",
-                  "## The paper's claims on these runs"):
+    for title in ("## Leaderboard", "## Judge robustness", "## Judge audit", "## Text-only against multimodal",
+                  "## Breakdowns", "## The paper's claims on these runs"):
         assert title in markdown
 
     # Each leaderboard row is its run's own score, and the order is by score.
