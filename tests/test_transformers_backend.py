@@ -78,6 +78,39 @@ def test_a_response_that_orders_meets_is_not_obeyed(smollm):
     assert verdicts.count("meets") < len(CHECKS)
 
 
+def test_each_choice_rule_picks_the_option_its_rule_ranks_first(smollm, monkeypatch):
+    from gamut_hf.backends.base import TRANSFORMERS_CHOICE_RULES
+    from gamut_hf.backends.transformers_backend import rank_option
+
+    requests = judge_requests("Reduce watering in winter and keep it in bright, indirect light.")
+    scored = smollm.option_logprobs(requests, VERDICTS)
+    lengths = [len(smollm.tokenizer(v, add_special_tokens=False)["input_ids"]) + 1 for v in VERDICTS]
+    assert all([len(tokens) for tokens in entry.logprobs] == lengths for entry in scored)
+    assert all(value <= 0 for entry in scored for tokens in entry.logprobs for value in tokens)
+    picks = {}
+    for rule in TRANSFORMERS_CHOICE_RULES:
+        monkeypatch.setattr(smollm, "choice_rule", rule)
+        picks[rule] = [c.text for c in smollm.complete(requests, Choice(VERDICTS))]
+        assert picks[rule] == [VERDICTS[max(range(4), key=lambda j, e=entry: rank_option(e.logprobs[j], rule))]
+                               for entry in scored]
+    # Summed log-probabilities favour the one-token "missing" over the five-token "partially_meets".
+    assert "partially_meets" not in picks["summed"]
+
+
+def test_a_bad_choice_rule_or_options_it_cannot_tell_apart_are_refused(smollm, monkeypatch):
+    from gamut_hf.backends.base import DEFAULT_OPTIONS, model_fingerprint
+
+    with pytest.raises(BackendError, match="choice_rule must be one of summed, mean, first_token"):
+        load_backend("transformers", "smollm2-135m", choice_rule="vote")
+    monkeypatch.setattr(smollm, "choice_rule", "first_token")
+    with pytest.raises(BackendError, match="first tokens differ"):
+        smollm.complete(judge_requests("Water it less.")[:1], Choice(("partly", "partially_meets")))
+    # The default is in every fingerprint: changing it never reuses verdicts made under another rule.
+    default = DEFAULT_OPTIONS["transformers"]["choice_rule"]
+    assert model_fingerprint("transformers", "m", {})["choice_rule"] == default
+    assert smollm.fingerprint() == model_fingerprint("transformers", "smollm2-135m", {"batch_size": 4})
+
+
 def test_a_text_model_refuses_an_image(smollm):
     with pytest.raises(BackendError, match="takes no images"):
         smollm.complete([ChatRequest(user="What is this?", image=Image.new("RGB", (8, 8)))])
