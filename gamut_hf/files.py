@@ -273,3 +273,8 @@ def open_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> Image:
 def check_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> None:
     """What :func:`open_image` refuses, found without decoding the pixels (PIL's ``verify``)."""
     _decode_image(Path(path), max_bytes, verify=True)
+
+
+def cache_root() -> Path:
+    """gamut-hf's cache (GAMUT_CACHE): converted models (backends.models) and built datasets (dataset.loader)."""
+    return Path(os.environ.get("GAMUT_CACHE", Path.home() / ".cache" / "gamut-hf"))

@@ -26,7 +26,7 @@ for config in ("multimodal", "text_only"):
 
 FULL_PASS = """
 import sys
-from gamut_hf.loader import iter_questions, load_gamut
+from gamut_hf.dataset.loader import iter_questions, load_gamut
 ds = load_gamut(sys.argv[1], "multimodal")
 rows = checks = pixels = 0
 for q in iter_questions(ds, "multimodal"):

@@ -21,9 +21,9 @@ from datetime import date
 
 from gamut_hf.backends import load_backend
 from gamut_hf.backends.base import ChatRequest
-from gamut_hf.judge import judge_constraint, judge_request
-from gamut_hf.loader import iter_questions, load_gamut
-from gamut_hf.models import DEFAULT_MODEL
+from gamut_hf.backends.models import DEFAULT_MODEL
+from gamut_hf.dataset.loader import iter_questions, load_gamut
+from gamut_hf.evaluation.judge import judge_constraint, judge_request
 
 CONFIGS = [
     ("transformers", "prefix reuse on", {"prefix_reuse": True}),

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from space_support import CHROMIUM, CHROMIUM_ARGS, launch  # noqa: E402
 
-from gamut_hf.simulate import SimulatedJudge, SimulationParams, simulate_runs  # noqa: E402
-from gamut_hf.space import SpaceConfig  # noqa: E402
+from gamut_hf.leaderboard.space import SpaceConfig  # noqa: E402
+from gamut_hf.reports.simulate import SimulatedJudge, SimulationParams, simulate_runs  # noqa: E402
 
 REPEATS = 5
 
@@ -46,7 +46,7 @@ def main() -> None:
     startup = time.perf_counter() - start
     from gradio_client import Client
 
-    from gamut_hf.leaderboard import load_entries
+    from gamut_hf.leaderboard.entries import load_entries
 
     keys = [e.key for e in load_entries(results)]
     client = Client(url, verbose=False)
@@ -64,7 +64,7 @@ def main() -> None:
     rows.append(("failures: one question, two models side by side",
                  *timed(lambda: client.predict(question, keys[:2], api_name="/question"))))
     # The report is built in the background from start; a visitor opening the tab later finds it ready.
-    from gamut_hf.report import build_report
+    from gamut_hf.reports.report import build_report
 
     rows.append(("(background) report build, 14 runs",
                  *timed(lambda: build_report([results / k for k in keys]), 1)))

@@ -17,17 +17,22 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from gamut_hf.annotations import AnnotatedQuestion, read_annotations
-from gamut_hf.audit import AUDIT_FILE, load_audit_set
-from gamut_hf.injections import INJECTIONS, inject
-from gamut_hf.loader import SAMPLE_SOURCE
-from gamut_hf.rubric import FlexibleListItem, KnowledgeItem, ProcessItem, RelationshipItem, StrictListItem
-from gamut_hf.scorer import score_question
+from gamut_hf.core.rubric import (
+    FlexibleListItem,
+    KnowledgeItem,
+    ProcessItem,
+    RelationshipItem,
+    StrictListItem,
+)
+from gamut_hf.core.scorer import score_question
+from gamut_hf.dataset.annotations import AnnotatedQuestion, read_annotations
+from gamut_hf.dataset.loader import SAMPLE_SOURCE
+from gamut_hf.evaluation.audit import AUDIT_FILE, load_audit_set
+from gamut_hf.evaluation.injections import INJECTIONS, inject
 
 PROSE_SOURCE = Path(__file__).with_name("judge_audit_prose.json")
 INJECTION_KINDS = list(INJECTIONS)
@@ -187,7 +192,7 @@ def write_response(question: AnnotatedQuestion, name: str, plan: str, params: An
     """``plan``: "complete" (every item in full) or "mixed" (a state drawn per item)."""
     rng = random.Random(f"{question.id}:{name}")
     writer = Writer(rng)
-    from gamut_hf.compiler import higher_thresholds
+    from gamut_hf.core.compiler import higher_thresholds
 
     leaky = leaky_members(question)
     for item in question.meta_rubric.items:
@@ -239,7 +244,7 @@ def gold_score(question: AnnotatedQuestion, gold: dict[str, str]) -> float:
 
 
 def build() -> str:
-    from gamut_hf.compiler import DEFAULT_COMPILE_PARAMS
+    from gamut_hf.core.compiler import DEFAULT_COMPILE_PARAMS
 
     questions = read_annotations(SAMPLE_SOURCE)
     by_id = {q.id: q for q in questions}

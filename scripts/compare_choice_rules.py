@@ -4,7 +4,7 @@ The transformers backend scores each verdict word as a continuation of the judge
 and keeps the best under its ``choice_rule``. This script scores every check of the audit
 set once (the same prompts the pipeline sends, one prefix per response), then applies each
 rule to the same log-probabilities, so the rules are compared on identical numbers, and
-measures each against gold with :func:`gamut_hf.audit.measure`.
+measures each against gold with :func:`gamut_hf.evaluation.audit.measure`.
 
     .venv/bin/python scripts/compare_choice_rules.py --json /tmp/choice_rules.json [--limit N]
         [--reuse EARLIER.json]
@@ -21,12 +21,12 @@ import json
 import time
 from dataclasses import replace
 
-from gamut_hf.audit import AUDIT_FILE, load_audit_set, measure
 from gamut_hf.backends import load_backend
 from gamut_hf.backends.base import TRANSFORMERS_CHOICE_RULES
 from gamut_hf.backends.transformers_backend import rank_option
-from gamut_hf.judge import judge_request
-from gamut_hf.rubric import VERDICTS
+from gamut_hf.core.rubric import VERDICTS
+from gamut_hf.evaluation.audit import AUDIT_FILE, load_audit_set, measure
+from gamut_hf.evaluation.judge import judge_request
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ these variables (Settings -> Variables):
 import os
 from pathlib import Path
 
-from gamut_hf.hub import HubFolder
-from gamut_hf.space import SpaceConfig, build_app, launch_options
+from gamut_hf.dataset.hub import HubFolder
+from gamut_hf.leaderboard.space import SpaceConfig, build_app, launch_options
 
 DATA = Path(os.environ.get("GAMUT_SPACE_DATA", "space-data"))
 RESULTS_REPO = os.environ.get("GAMUT_RESULTS_REPO")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from fake_endpoint import user_text
 
-from gamut_hf.judge import SYSTEM_PROMPT
-from gamut_hf.rubric import VERDICTS
+from gamut_hf.core.rubric import VERDICTS
+from gamut_hf.evaluation.judge import SYSTEM_PROMPT
 
 JUDGE_MARK = SYSTEM_PROMPT.splitlines()[0][:40]
 

@@ -26,7 +26,7 @@ def free_port() -> int:
 
 def launch(config):
     """The Space app on 127.0.0.1 in this process; returns (app, url)."""
-    from gamut_hf.space import build_app, launch_options
+    from gamut_hf.leaderboard.space import build_app, launch_options
 
     app = build_app(config)
     app.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True,
@@ -35,7 +35,7 @@ def launch(config):
 
 
 def sample_ids() -> list[str]:
-    from gamut_hf.loader import iter_questions, load_gamut
+    from gamut_hf.dataset.loader import iter_questions, load_gamut
 
     return [q.id for q in iter_questions(load_gamut("gamut-sample", "text_only"), "text_only")]
 

@@ -16,9 +16,14 @@ from pathlib import Path
 import pytest
 from fake_endpoint import FakeEndpoint, user_text
 
-from gamut_hf.authoring import AUDIT_SYSTEM, DRAFT_SYSTEM, PROPOSE_SYSTEM, SCREEN_SYSTEM
-from gamut_hf.authoring_store import AuthoredQuestion, AuthoringStore
-from gamut_hf.evidence import Snippet
+from gamut_hf.authoring.evidence import Snippet
+from gamut_hf.authoring.pipeline import (
+    AUDIT_SYSTEM,
+    DRAFT_SYSTEM,
+    PROPOSE_SYSTEM,
+    SCREEN_SYSTEM,
+)
+from gamut_hf.authoring.store import AuthoredQuestion, AuthoringStore
 
 SAMPLE_IMAGES = Path(__file__).resolve().parents[1] / "gamut_hf" / "data" / "gamut-sample" / "images"
 WORDS = re.compile(r"[a-z]{4,}")
@@ -164,7 +169,7 @@ def test_propose_draft_refine_review_export_build(gamut, author_endpoint, tmp_pa
 
 
 def compiled(question: AuthoredQuestion) -> list[dict]:
-    from gamut_hf.review import compiled_checks
+    from gamut_hf.authoring.review import compiled_checks
 
     return compiled_checks(question.meta_rubric, question.id)
 
@@ -255,7 +260,11 @@ def test_searxng_adapter_cites_stable_ids(tmp_path):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from gamut_hf.evidence import LocalSnippetStore, SearxngRetriever, snippet_id
+    from gamut_hf.authoring.evidence import (
+        LocalSnippetStore,
+        SearxngRetriever,
+        snippet_id,
+    )
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import write_json
-from gamut_hf.compiler import CompileParams, compile_rubric, higher_thresholds
-from gamut_hf.rubric import demote, parse_meta_rubric
+
+from gamut_hf.core.compiler import CompileParams, compile_rubric, higher_thresholds
+from gamut_hf.core.rubric import demote, parse_meta_rubric
 
 EV = [{"text": "A snippet.", "url": "https://example.org/page", "title": "Page"}]
 

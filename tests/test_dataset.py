@@ -10,20 +10,20 @@ import datasets
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import DATA
 from PIL import Image
 
-from conftest import DATA
-from gamut_hf.annotations import read_annotations
-from gamut_hf.build import build_dataset
-from gamut_hf.files import InputError
-from gamut_hf.loader import (
+from gamut_hf.dataset.annotations import read_annotations
+from gamut_hf.dataset.build import build_dataset
+from gamut_hf.dataset.loader import (
     CragMMImageResolver,
     FolderImageResolver,
     ImageNotFound,
     iter_questions,
     load_gamut,
 )
-from gamut_hf.stats import RubricRecord, rubric_stats, stats_markdown
+from gamut_hf.dataset.stats import RubricRecord, rubric_stats, stats_markdown
+from gamut_hf.files import InputError
 
 ANNOTATIONS = DATA / "annotations"
 VALID = ANNOTATIONS / "valid_small"
@@ -225,7 +225,7 @@ def test_failed_build_keeps_the_previous_dataset(tmp_path, gamut):
 
 def test_build_compile_parameters_are_stored(tmp_path):
     out = tmp_path / "out"
-    from gamut_hf.compiler import CompileParams
+    from gamut_hf.core.compiler import CompileParams
 
     build_dataset(VALID, out, compile_params=CompileParams(small_pool_max=3))
     row = datasets.load_dataset(str(out), "text_only", split="test")[0]
@@ -336,7 +336,7 @@ class RecordingHub:
 
 
 def test_push_creates_the_repo_and_uploads_exactly_the_build(built):
-    from gamut_hf.hub import push_dataset
+    from gamut_hf.dataset.hub import push_dataset
 
     hub = RecordingHub()
     url = push_dataset(built, "me/gamut-test", private=True, api=hub)

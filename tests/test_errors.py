@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
+import gamut_hf
 from gamut_hf import cli
+from gamut_hf.backends.models import ModelNotFound
+from gamut_hf.cli import rubrics as rubric_commands
+from gamut_hf.core.rubric import RubricError
+from gamut_hf.core.scorer import ScoringError
 from gamut_hf.errors import GamutError
 from gamut_hf.files import InputError
-from gamut_hf.models import ModelNotFound
-from gamut_hf.rubric import RubricError
-from gamut_hf.scorer import ScoringError
-
 
 
 def _example_rubric() -> str:
-    return str(sorted(Path(cli.__file__).parent.glob("examples/rubrics/*.json"))[0])
+    return str(sorted(Path(gamut_hf.__file__).parent.glob("examples/rubrics/*.json"))[0])
 
 
 @pytest.mark.parametrize("error", [ValueError("bad index"), KeyError("item"), LookupError("x"), TypeError("t")])
@@ -30,7 +31,7 @@ def test_an_internal_bug_is_an_internal_error_not_bad_input(monkeypatch, capsys,
     def broken(*_args, **_kwargs):
         raise error
 
-    monkeypatch.setattr(cli, "compile_rubric", broken)
+    monkeypatch.setattr(rubric_commands, "compile_rubric", broken)
     monkeypatch.delenv("GAMUT_DEBUG", raising=False)
     assert cli.main(["compile", _example_rubric()]) == 1
     err = capsys.readouterr().err
@@ -39,7 +40,7 @@ def test_an_internal_bug_is_an_internal_error_not_bad_input(monkeypatch, capsys,
 
 
 def test_gamut_debug_shows_the_traceback(monkeypatch):
-    monkeypatch.setattr(cli, "compile_rubric", lambda *_: (_ for _ in ()).throw(ValueError("bad index")))
+    monkeypatch.setattr(rubric_commands, "compile_rubric", lambda *_: (_ for _ in ()).throw(ValueError("bad index")))
     monkeypatch.setenv("GAMUT_DEBUG", "1")
     with pytest.raises(ValueError, match="bad index"):
         cli.main(["compile", _example_rubric()])
@@ -50,7 +51,7 @@ def test_a_user_error_exits_2_with_its_one_line(monkeypatch, capsys, error_type)
     def refuses(*_args, **_kwargs):
         raise error_type("rubric.json: item i3: no such thing\nsecond line never shown")
 
-    monkeypatch.setattr(cli, "compile_rubric", refuses)
+    monkeypatch.setattr(rubric_commands, "compile_rubric", refuses)
     assert cli.main(["compile", _example_rubric()]) == 2
     assert capsys.readouterr().err == "gamut: rubric.json: item i3: no such thing\n"
 

@@ -16,13 +16,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import DATA
-from gamut_hf.cli import main
-from gamut_hf.submission import SubmissionError, parse_submission
 from test_properties import meta_rubrics
+
+from gamut_hf.cli import main
+from gamut_hf.leaderboard.submission import SubmissionError, parse_submission
 
 VALID = DATA / "annotations" / "valid_small"
 
@@ -131,8 +131,8 @@ def test_rubric_documents_validate_and_compile_cleanly(data):
 @fuzz(100)
 @given(st.data())
 def test_verdict_files_score_cleanly(data):
-    from gamut_hf.compiler import compile_rubric
-    from gamut_hf.rubric import VERDICTS, parse_meta_rubric
+    from gamut_hf.core.compiler import compile_rubric
+    from gamut_hf.core.rubric import VERDICTS, parse_meta_rubric
 
     rubric = data.draw(meta_rubrics())
     checks = compile_rubric(parse_meta_rubric(rubric))

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-CORE = ["gamut_hf", "gamut_hf.rubric", "gamut_hf.compiler", "gamut_hf.scorer", "gamut_hf.files", "gamut_hf.cli"]
+CORE = ["gamut_hf", "gamut_hf.core.rubric", "gamut_hf.core.compiler", "gamut_hf.core.scorer", "gamut_hf.files", "gamut_hf.cli"]
 HEAVY = ["datasets", "torch", "gradio", "transformers", "vllm", "pyarrow", "PIL", "huggingface_hub"]
 
 

@@ -16,11 +16,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, EXAMPLES
+
+from gamut_hf.authoring.evidence import read_snippets
 from gamut_hf.cli import main
-from gamut_hf.evidence import read_snippets
-from gamut_hf.submission import SubmissionError, parse_responses
+from gamut_hf.leaderboard.submission import SubmissionError, parse_responses
 
 VALID = DATA / "annotations" / "valid_small"
 INVALID = DATA / "annotations" / "invalid_many"
@@ -109,8 +109,8 @@ def test_an_image_claiming_30000_by_30000_pixels_is_a_problem_not_an_internal_er
 
 
 def test_the_folder_image_resolver_refuses_a_bomb_with_one_line(tmp_path):
+    from gamut_hf.dataset.loader import FolderImageResolver
     from gamut_hf.files import InputError
-    from gamut_hf.loader import FolderImageResolver
 
     (tmp_path / "q1.png").write_bytes(png_header(30000, 30000))
     with pytest.raises(InputError, match=r"q1.png: is too large to decode"):

@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from gamut_hf.audit import AUDIT_FILE, AuditSetError, load_audit_set, measure, sample_questions
-from gamut_hf.injections import INJECTIONS
-from gamut_hf.rubric import VERDICTS
-from gamut_hf.scorer import score_question
+from gamut_hf.core.rubric import VERDICTS
+from gamut_hf.core.scorer import score_question
+from gamut_hf.evaluation.audit import (
+    AUDIT_FILE,
+    AuditSetError,
+    load_audit_set,
+    measure,
+    sample_questions,
+)
+from gamut_hf.evaluation.injections import INJECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +119,7 @@ def audit_endpoint(audit):
     the injection)."""
     from fake_endpoint import FakeEndpoint, user_text
 
-    from gamut_hf.judge import judge_request
+    from gamut_hf.evaluation.judge import judge_request
 
     gold: dict[str, tuple[str, bool]] = {}
     for response in audit.responses:

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gamut_hf.injections import FORGED_CLOSINGS, inject, injection_texts
-from gamut_hf.judge import JUDGE_PROMPT_VERSION, judge_request, parse_verdict, quote_response, response_marker
-from gamut_hf.rubric import Check
+from gamut_hf.core.rubric import Check
+from gamut_hf.evaluation.injections import FORGED_CLOSINGS, inject, injection_texts
+from gamut_hf.evaluation.judge import (
+    JUDGE_PROMPT_VERSION,
+    judge_request,
+    parse_verdict,
+    quote_response,
+    response_marker,
+)
 
 CHECK_A = Check(id="i1.fact", item_id="i1", kind="fact", tier="answer_critical", text="The response says A.")
 CHECK_B = Check(id="i2.fact", item_id="i2", kind="fact", tier="valuable", text="The response says B.")
@@ -58,7 +64,7 @@ def test_the_marker_is_one_per_response_so_checks_share_their_prefix():
 def test_a_response_that_contains_its_marker_gets_another(monkeypatch):
     # A response cannot be written to contain its own hash; fake the collision to reach the
     # fallback, including a disguised copy (fullwidth digits, a zero-width space inside).
-    import gamut_hf.judge as judge_module
+    import gamut_hf.evaluation.judge as judge_module
 
     real = judge_module._marker_digest
     monkeypatch.setattr(judge_module, "_marker_digest", lambda r, n: "00000000aaaaaaaa" if n == 0 else real(r, n))

@@ -16,12 +16,12 @@ import time
 import pytest
 
 pytest.importorskip("openai")
+from fake_endpoint import FakeEndpoint, user_text  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from gamut_hf.backends import load_backend  # noqa: E402
 from gamut_hf.backends.base import BackendError, ChatRequest, Choice, JsonSchema  # noqa: E402
 from gamut_hf.backends.openai_backend import OpenAIBackend  # noqa: E402
-from fake_endpoint import FakeEndpoint, user_text  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -23,10 +23,10 @@ import datasets
 import pytest
 from fake_endpoint import FakeEndpoint, user_text
 
-from gamut_hf.judge import SYSTEM_PROMPT
-from gamut_hf.loader import iter_questions, load_gamut
-from gamut_hf.rubric import VERDICTS
-from gamut_hf.scorer import DEFAULT_SCORE_PARAMS, ScoreParams, score_run
+from gamut_hf.core.rubric import VERDICTS
+from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, ScoreParams, score_run
+from gamut_hf.dataset.loader import iter_questions, load_gamut
+from gamut_hf.evaluation.judge import SYSTEM_PROMPT
 
 JUDGE_MARK = SYSTEM_PROMPT.splitlines()[0][:40]
 
@@ -227,8 +227,8 @@ def results_of(folder: Path) -> dict:
 def test_rescoring_with_other_parameters_is_recorded_and_every_reader_uses_them(gamut, endpoint, tmp_path):
     """Issue 12 item 8: `gamut score RUN_DIR --weights 1,0,0 --partial-credit 1` rewrote results.json,
     but the report and the leaderboard rescored details.parquet with the defaults."""
-    from gamut_hf.analysis import Bootstrap, run_summary
-    from gamut_hf.leaderboard import leaderboard_row, load_entries
+    from gamut_hf.leaderboard.entries import leaderboard_row, load_entries
+    from gamut_hf.reports.statistics import Bootstrap, run_summary
 
     run = tmp_path / "runs" / "run"
     assert api_run(gamut, "run", run, endpoint.url, "--limit", "4").code == 0
@@ -342,8 +342,8 @@ def test_a_write_killed_between_the_tables_and_results_json_is_refused_by_reader
     """Issue 12 item 19: details.parquet was swapped in before results.json, so a kill in between left
     new tables beside the old results.json, and readers took the mix for a run."""
     from gamut_hf import atomic, cli
-    from gamut_hf.leaderboard import load_entries
-    from gamut_hf.run_folder import RunFolderError
+    from gamut_hf.evaluation.run_folder import RunFolderError
+    from gamut_hf.leaderboard.entries import load_entries
 
     runs = tmp_path / "runs"
     run = runs / "run"
@@ -440,7 +440,7 @@ def pq_rows(folder: Path) -> list[dict]:
 def test_referenced_images_are_resolved_with_images_option(gamut, endpoint, tmp_path):
     from test_dataset import VALID, write_crag_mm, write_official_layout
 
-    from gamut_hf.build import build_dataset
+    from gamut_hf.dataset.build import build_dataset
 
     build_dataset(VALID, tmp_path / "built")
     write_official_layout(tmp_path / "official", tmp_path / "built")

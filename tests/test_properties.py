@@ -7,9 +7,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gamut_hf.compiler import compile_rubric
-from gamut_hf.rubric import TIERS, VERDICTS, parse_meta_rubric
-from gamut_hf.scorer import score_question
+from gamut_hf.core.compiler import compile_rubric
+from gamut_hf.core.rubric import TIERS, VERDICTS, parse_meta_rubric
+from gamut_hf.core.scorer import score_question
 
 TIER = st.sampled_from(TIERS)
 WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz ", min_size=1, max_size=12).map(str.strip).filter(bool)

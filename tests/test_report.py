@@ -18,11 +18,17 @@ import pytest
 from PIL import Image
 from scripted_api import api_run, slug
 
-from gamut_hf.analysis import Bootstrap, model_family, question_table, rank_agreement, verdict_agreement
-from gamut_hf.loader import iter_questions, load_gamut
-from gamut_hf.rubric import VERDICTS
-from gamut_hf.scorer import score_question
-from gamut_hf.simulate import PAPER_TABLE1
+from gamut_hf.core.rubric import VERDICTS
+from gamut_hf.core.scorer import score_question
+from gamut_hf.dataset.loader import iter_questions, load_gamut
+from gamut_hf.reports.simulate import PAPER_TABLE1
+from gamut_hf.reports.statistics import (
+    Bootstrap,
+    model_family,
+    question_table,
+    rank_agreement,
+    verdict_agreement,
+)
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 

@@ -15,10 +15,10 @@ from fake_endpoint import FakeEndpoint
 from space_support import CHROMIUM, CHROMIUM_ARGS, free_port, require_chromium
 from test_authoring import SAMPLE_IMAGES, author_model, planted, write_snippets
 
-from gamut_hf.authoring import draft
-from gamut_hf.authoring_store import AuthoringStore
+from gamut_hf.authoring.evidence import LocalSnippetStore
+from gamut_hf.authoring.pipeline import draft
+from gamut_hf.authoring.store import AuthoringStore
 from gamut_hf.backends import load_backend
-from gamut_hf.evidence import LocalSnippetStore
 
 QID = "espresso"
 
@@ -41,7 +41,7 @@ def workspace(tmp_path):
 
 @pytest.fixture
 def review_app(workspace):
-    from gamut_hf.review import build_review_app
+    from gamut_hf.authoring.review import build_review_app
 
     app = build_review_app(workspace)
     app.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)

@@ -6,10 +6,10 @@ import json
 import shutil
 
 import pytest
-
 from conftest import DATA, EXAMPLES, write_json
+
+from gamut_hf.core.rubric import RubricError, parse_checks, parse_meta_rubric
 from gamut_hf.files import InputError, read_json
-from gamut_hf.rubric import RubricError, parse_checks, parse_meta_rubric
 
 INVALID = DATA / "invalid"
 EXPECTED = json.loads((INVALID / "expected.json").read_text())

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from PIL import Image
 
-from gamut_hf.annotations import KNOWN_DOMAINS, read_annotations
-from gamut_hf.loader import SAMPLE_SOURCE
+from gamut_hf.dataset.annotations import KNOWN_DOMAINS, read_annotations
+from gamut_hf.dataset.loader import SAMPLE_SOURCE
 
 PAPER_DOMAINS = {"Plants & Gardening", "Local", "Vehicle", "Food", "Everyday Objects", "Animal", "Shopping",
                  "Style & Fashion", "Sports & Games", "Book", "Math & Science", "Text Understanding"}
@@ -59,8 +59,8 @@ def test_sample_file_is_one_object_per_line():
 
 
 def test_sample_card_shows_its_statistics(tmp_path, sample):
-    from gamut_hf.build import build_dataset
-    from gamut_hf.stats import RubricRecord, rubric_stats, stats_markdown
+    from gamut_hf.dataset.build import build_dataset
+    from gamut_hf.dataset.stats import RubricRecord, rubric_stats, stats_markdown
 
     build_dataset(SAMPLE_SOURCE, tmp_path / "built")
     table = stats_markdown(rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in sample))

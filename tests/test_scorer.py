@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import write_json
-from gamut_hf.rubric import Check
-from gamut_hf.scorer import ScoreParams, ScoringError, VerdictCounts, score_question, score_run, tier_score
+
+from gamut_hf.core.rubric import Check
+from gamut_hf.core.scorer import (
+    ScoreParams,
+    ScoringError,
+    VerdictCounts,
+    score_question,
+    score_run,
+    tier_score,
+)
 
 
 def checks_of(spec):

@@ -16,8 +16,7 @@ from fake_endpoint import FakeEndpoint
 from scripted_api import api_run, is_judging
 from space_support import HOSTILE, launch, sample_ids, write_jsonl
 
-from gamut_hf.space import SpaceConfig
-
+from gamut_hf.leaderboard.space import SpaceConfig
 
 QUESTIONS = 25  # the sample's questions: a run over all of them is complete
 
@@ -234,8 +233,8 @@ def test_a_partial_submission_is_judged_and_listed_apart(space, scripted_endpoin
 
 
 def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
-    from gamut_hf.request_files import RequestQueue
-    from gamut_hf.submission import parse_submission
+    from gamut_hf.leaderboard.queue import RequestQueue
+    from gamut_hf.leaderboard.submission import parse_submission
 
     garbled = FakeEndpoint(responder=lambda body: "Hmm, hard to say." if is_judging(body) else "x")
     try:
@@ -256,8 +255,8 @@ def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
 
 def test_the_worker_judges_with_a_real_model(gamut, tmp_path):
     """SmolLM2 (transformers, CPU) as the leaderboard's judge for a two-answer partial submission."""
-    from gamut_hf.request_files import RequestQueue
-    from gamut_hf.submission import parse_submission
+    from gamut_hf.leaderboard.queue import RequestQueue
+    from gamut_hf.leaderboard.submission import parse_submission
 
     ids = sample_ids()
     queue = RequestQueue(tmp_path / "requests")
@@ -274,7 +273,7 @@ def test_the_worker_judges_with_a_real_model(gamut, tmp_path):
 
 
 def one_submission(queue, user="erin", name="m", answers=1, **card):
-    from gamut_hf.submission import parse_submission
+    from gamut_hf.leaderboard.submission import parse_submission
 
     ids = sample_ids()
     data = "".join(json.dumps({"question_id": q, "response": "Answer by good-model"}) + "\n" for q in ids[:answers])
@@ -285,8 +284,8 @@ def one_submission(queue, user="erin", name="m", answers=1, **card):
 def test_queue_limits_and_claims(tmp_path):
     from datetime import UTC, datetime, timedelta
 
-    from gamut_hf.request_files import MAX_PER_DAY, RequestQueue
-    from gamut_hf.submission import SubmissionError, parse_submission
+    from gamut_hf.leaderboard.queue import MAX_PER_DAY, RequestQueue
+    from gamut_hf.leaderboard.submission import SubmissionError, parse_submission
 
     ids = ["q1", "q2"]
     queue = RequestQueue(tmp_path)
@@ -367,15 +366,15 @@ class RecordingHub:
 
 
 def scripted_judge(url):
-    from gamut_hf.pipeline import ModelSpec
+    from gamut_hf.evaluation.config import ModelSpec
 
     return ModelSpec(name="strict-judge", backend="openai", options={"base_url": url})
 
 
 def test_hub_mirrors_carry_requests_and_results(scripted_endpoint, tmp_path):
-    from gamut_hf.hub import HubFolder
-    from gamut_hf.request_files import RequestQueue
-    from gamut_hf.worker import process_next
+    from gamut_hf.dataset.hub import HubFolder
+    from gamut_hf.leaderboard.queue import RequestQueue
+    from gamut_hf.leaderboard.worker import process_next
 
     api = RecordingHub()
     requests_hub = HubFolder("org/requests", tmp_path / "requests", api=api)
@@ -401,7 +400,7 @@ def test_a_claim_left_by_a_dead_worker_is_taken_over(scripted_endpoint, gamut, t
     """Issue 12.5: a worker that died after claiming left its request RUNNING forever."""
     from datetime import UTC, datetime, timedelta
 
-    from gamut_hf.request_files import RequestQueue
+    from gamut_hf.leaderboard.queue import RequestQueue
 
     queue = RequestQueue(tmp_path / "requests")
     dead = one_submission(queue, user="frank")
@@ -420,9 +419,9 @@ def test_a_claim_left_by_a_dead_worker_is_taken_over(scripted_endpoint, gamut, t
 
 def test_two_workers_sharing_a_requests_repo_judge_a_request_once(tmp_path):
     """Issue 12.5: claims were local lock files, so a worker on another machine judged the same request."""
-    from gamut_hf.hub import HubFolder
-    from gamut_hf.request_files import RequestQueue
-    from gamut_hf.worker import claim_next
+    from gamut_hf.dataset.hub import HubFolder
+    from gamut_hf.leaderboard.queue import RequestQueue
+    from gamut_hf.leaderboard.worker import claim_next
 
     api = RecordingHub()
     space_queue = RequestQueue(tmp_path / "space")
@@ -443,9 +442,9 @@ def test_two_workers_sharing_a_requests_repo_judge_a_request_once(tmp_path):
 
 def test_a_claim_the_hub_does_not_take_is_given_back(scripted_endpoint, tmp_path):
     """Issue 12.5: the RUNNING push was outside the try: a hub failure there left the request RUNNING."""
-    from gamut_hf.hub import HubFolder, PushError
-    from gamut_hf.request_files import RequestQueue
-    from gamut_hf.worker import process_next
+    from gamut_hf.dataset.hub import HubFolder, PushError
+    from gamut_hf.leaderboard.queue import RequestQueue
+    from gamut_hf.leaderboard.worker import process_next
 
     api = RecordingHub()
     queue = RequestQueue(tmp_path / "requests")
@@ -464,9 +463,9 @@ def test_the_heartbeat_renews_a_claim_and_stops_when_it_is_taken_over(tmp_path):
     import time
     from datetime import timedelta
 
-    from gamut_hf.hub import HubFolder
-    from gamut_hf.request_files import RequestQueue, RequestRecord
-    from gamut_hf.worker import Heartbeat, claim_next
+    from gamut_hf.dataset.hub import HubFolder
+    from gamut_hf.leaderboard.queue import RequestQueue, RequestRecord
+    from gamut_hf.leaderboard.worker import Heartbeat, claim_next
 
     api = RecordingHub()
     queue = RequestQueue(tmp_path / "requests")
@@ -496,8 +495,9 @@ def test_the_heartbeat_renews_a_claim_and_stops_when_it_is_taken_over(tmp_path):
 @pytest.fixture
 def hub_space(tmp_path):
     """The Space with its queue mirrored through the recording hub, as space/app.py builds it."""
-    from gamut_hf.hub import HubFolder
     from gradio_client import Client
+
+    from gamut_hf.dataset.hub import HubFolder
 
     api = RecordingHub()
     (tmp_path / "results").mkdir()
@@ -511,9 +511,9 @@ def hub_space(tmp_path):
 def test_the_space_reads_the_queue_a_worker_elsewhere_changed(hub_space, scripted_endpoint, tmp_path):
     """Issue 12.4: the queue was read once at start: FINISHED elsewhere stayed PENDING, and its
     submitter was refused as already waiting."""
-    from gamut_hf.hub import HubFolder
-    from gamut_hf.request_files import RequestQueue
-    from gamut_hf.worker import process_next
+    from gamut_hf.dataset.hub import HubFolder
+    from gamut_hf.leaderboard.queue import RequestQueue
+    from gamut_hf.leaderboard.worker import process_next
 
     client, config, api = hub_space
     upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": sample_ids()[0], "response": "Answer by good-model"}])
@@ -585,7 +585,7 @@ def test_gamut_space_serves_the_sample_runs(space, tmp_path):
     from gradio_client import Client
     from space_support import free_port
 
-    from gamut_hf.submission import MAX_UPLOAD_BYTES
+    from gamut_hf.leaderboard.submission import MAX_UPLOAD_BYTES
 
     _, config = space
     port = free_port()
@@ -613,7 +613,7 @@ def test_the_space_app_refuses_an_oversize_upload(tmp_path):
 
     from space_support import free_port
 
-    from gamut_hf.submission import MAX_UPLOAD_BYTES
+    from gamut_hf.leaderboard.submission import MAX_UPLOAD_BYTES
 
     port = free_port()
     app = Path(__file__).resolve().parents[1] / "space" / "app.py"

@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pytest
 from scripted_api import api_run
-from space_support import CHROMIUM, CHROMIUM_ARGS, launch, require_chromium, sample_ids, write_jsonl
+from space_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    launch,
+    require_chromium,
+    sample_ids,
+    write_jsonl,
+)
 
-from gamut_hf.space import SpaceConfig
+from gamut_hf.leaderboard.space import SpaceConfig
 
 require_chromium()
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from gamut_hf.store import RunStore, StoreConflict, content_key
+from gamut_hf.evaluation.store import RunStore, StoreConflict, content_key
 
 
 def generation(key, response="An answer."):

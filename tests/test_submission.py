@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gamut_hf.submission import (
+from gamut_hf.leaderboard.submission import (
     MAX_RESPONSE_CHARS,
     SubmissionError,
     parse_model_info,

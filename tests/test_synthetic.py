@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gamut_hf.build import build_dataset
-from gamut_hf.compiler import compile_rubric
-from gamut_hf.loader import iter_questions, load_gamut
-from gamut_hf.rubric import parse_meta_rubric
-from gamut_hf.stats import RubricRecord, rubric_stats
-from gamut_hf.synthetic import SyntheticParams, synthetic_questions, write_synthetic
+from gamut_hf.core.compiler import compile_rubric
+from gamut_hf.core.rubric import parse_meta_rubric
+from gamut_hf.dataset.build import build_dataset
+from gamut_hf.dataset.loader import iter_questions, load_gamut
+from gamut_hf.dataset.stats import RubricRecord, rubric_stats
+from gamut_hf.dataset.synthetic import (
+    SyntheticParams,
+    synthetic_questions,
+    write_synthetic,
+)
 
 
 def test_full_size_statistics_match_the_generator_parameters():

@@ -18,8 +18,13 @@ require_vllm()
 from gamut_hf.backends import load_backend  # noqa: E402
 from gamut_hf.backends.base import BackendError, ChatRequest, Choice, JsonSchema  # noqa: E402
 from gamut_hf.backends.vllm_backend import VLLMBackend  # noqa: E402
-from gamut_hf.judge import RATIONALE_SCHEMA, judge_constraint, judge_request, parse_verdict  # noqa: E402
-from gamut_hf.rubric import VERDICTS, Check  # noqa: E402
+from gamut_hf.core.rubric import VERDICTS, Check  # noqa: E402
+from gamut_hf.evaluation.judge import (  # noqa: E402
+    RATIONALE_SCHEMA,
+    judge_constraint,
+    judge_request,
+    parse_verdict,
+)
 
 MODEL = "smollm2-135m"
 

@@ -12,7 +12,7 @@ from vllm_support import SERVED_MODEL_NAME, require_vllm, vllm_server
 
 require_vllm()
 
-from gamut_hf.models import resolve_model  # noqa: E402
+from gamut_hf.backends.models import resolve_model  # noqa: E402
 
 LIMIT = ("--limit", "2", "--max-tokens", "48", "--variant", "text_only")
 

@@ -8,9 +8,9 @@ from vllm_support import SERVED_MODEL_NAME, require_vllm, vllm_server
 
 require_vllm()
 
-from gamut_hf.judge import judge_request  # noqa: E402
-from gamut_hf.models import resolve_model  # noqa: E402
-from gamut_hf.rubric import Check  # noqa: E402
+from gamut_hf.backends.models import resolve_model  # noqa: E402
+from gamut_hf.core.rubric import Check  # noqa: E402
+from gamut_hf.evaluation.judge import judge_request  # noqa: E402
 
 
 def test_served_model_answers_a_choice_constrained_chat_completion():

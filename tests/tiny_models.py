@@ -30,7 +30,7 @@ def build_tiny_llava(folder: Path) -> Path:
         Qwen2Config,
     )
 
-    from gamut_hf.models import resolve_model
+    from gamut_hf.backends.models import resolve_model
 
     if (folder / "config.json").is_file():
         return folder

@@ -18,7 +18,7 @@ Why it looks the way it does:
 * Constraints are sent in the dialect the server understands (``structured``):
   ``"json_schema"`` is OpenAI's strict ``response_format``, which has no "one of these
   strings", so a :class:`Choice` becomes an object ``{"verdict": <one of the options>}``
-  (what :func:`gamut_hf.judge.parse_verdict` reads); ``"vllm"`` is vLLM's
+  (what :func:`gamut_hf.evaluation.judge.parse_verdict` reads); ``"vllm"`` is vLLM's
   ``structured_outputs`` (it silently ignores the older ``guided_*`` fields); ``"none"``
   sends no constraint and relies on the prompt.
 * Greedy decoding (``temperature=0``), so that the cache key (:meth:`Backend.fingerprint`)
@@ -40,7 +40,15 @@ from urllib.parse import urlsplit
 
 import openai
 
-from gamut_hf.backends.base import Backend, BackendError, ChatRequest, Choice, Completion, Constraint, JsonSchema
+from gamut_hf.backends.base import (
+    Backend,
+    BackendError,
+    ChatRequest,
+    Choice,
+    Completion,
+    Constraint,
+    JsonSchema,
+)
 
 if TYPE_CHECKING:  # a text-only run needs no Pillow
     from PIL import Image

@@ -40,7 +40,7 @@ from gamut_hf.backends.base import (
     Completion,
     Constraint,
 )
-from gamut_hf.models import resolve_model
+from gamut_hf.backends.models import resolve_model
 
 
 def rank_option(token_logprobs: Sequence[float], rule: str) -> float:

@@ -24,11 +24,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gamut_hf.backends.base import Backend, BackendError, ChatRequest, Choice, Completion, Constraint, JsonSchema
-from gamut_hf.models import resolve_model
-
 import vllm  # load_backend turns an ImportError into a BackendError naming the package
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+
+from gamut_hf.backends.base import (
+    Backend,
+    BackendError,
+    ChatRequest,
+    Choice,
+    Completion,
+    Constraint,
+    JsonSchema,
+)
+from gamut_hf.backends.models import resolve_model
 
 # vLLM's CPU backend reserves this share of a NUMA node's memory for weights and KV cache;
 # its GPU default (0.9) makes it refuse to start on a machine with ordinary memory.
@@ -47,7 +55,9 @@ def is_multimodal(model_path: str) -> bool:
     if config_file.is_file():
         config = json.loads(config_file.read_text(encoding="utf-8"))
         return "vision_config" in config
-    from transformers import AutoConfig  # a hub id: let transformers find (or fetch) the config
+    from transformers import (
+        AutoConfig,  # a hub id: let transformers find (or fetch) the config
+    )
 
     return hasattr(AutoConfig.from_pretrained(model_path), "vision_config")
 

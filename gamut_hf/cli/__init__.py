@@ -1,0 +1,71 @@
+"""The ``gamut`` command line (SPEC section 7): the group and :func:`main` here, shared options in
+:mod:`.options`, one module per command group (rubrics, dataset, evaluation, reports,
+leaderboard, authoring). Commands only parse and print; the work is in the packages.
+
+Every command reads its inputs through :mod:`gamut_hf.files`, so malformed input of any kind
+ends in one line on standard error and exit status 2, never in a traceback. Heavy stacks
+(datasets, torch, gradio) are imported inside the commands that need them, so ``gamut
+validate`` and friends start fast and work with the core install alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from gamut_hf.cli import authoring, dataset, evaluation, leaderboard, reports, rubrics
+from gamut_hf.cli.options import EXIT_BAD_INPUT
+from gamut_hf.errors import GamutError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="gamut-hf", prog_name="gamut")
+def cli() -> None:
+    """GAMUT: factual completeness of long answers, graded check by check."""
+
+
+
+
+for _group in (rubrics, dataset, evaluation, reports, leaderboard, authoring):
+    for _command in _group.COMMANDS:
+        cli.add_command(_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: one line and exit 2 on bad input, never a traceback."""
+    try:
+        outcome = cli.main(args=argv, prog_name="gamut", standalone_mode=False)
+        return outcome if isinstance(outcome, int) else 0
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.UsageError as error:
+        hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+        click.echo(f"gamut: {error.format_message()}{hint}", err=True)
+        return EXIT_BAD_INPUT
+    except click.ClickException as error:
+        click.echo(f"gamut: {error.format_message()}", err=True)
+        return error.exit_code
+    except GamutError as error:  # the user's to fix; anything else below is our bug
+        click.echo(f"gamut: {error}".splitlines()[0], err=True)
+        return EXIT_BAD_INPUT
+    except click.Abort:
+        click.echo("gamut: aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("gamut: interrupted; finished work is stored, the same command resumes", err=True)
+        return 130
+    except BrokenPipeError:
+        # Downstream closed the pipe (`gamut compile x | head`); that is not an error.
+        sys.stderr.close()
+        return 0
+    except Exception as error:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("GAMUT_DEBUG"):
+            raise
+        click.echo(f"gamut: internal error: {type(error).__name__}: {error} (GAMUT_DEBUG=1 shows the traceback)".splitlines()[0], err=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""`gamut run`, `generate`, `judge`, `judge-audit` and `merge`: the evaluation engine's commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from gamut_hf.backends import BACKENDS
+from gamut_hf.cli.options import (
+    key_values,
+    pipeline_options,
+    print_summary,
+    run_options,
+)
+
+if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
+    pass
+
+
+
+def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
+    from gamut_hf.evaluation.config import (
+        inherited_settings,
+        resolve_run_config,
+        stored_run_config,
+    )
+    from gamut_hf.evaluation.pipeline import run as run_pipeline
+
+    given = run_options(options)
+    stored = stored_run_config(options["out"])
+    config = resolve_run_config(given, stored)
+    if stored is not None and (inherited := inherited_settings(given, config)):
+        # Said every time: a selection taken silently from an earlier run is easy to miss.
+        hint = "; --all for every question" if inherited.keys() & {"limit", "question_ids", "shard"} else ""
+        click.echo(f"from the run in {options['out']}: {', '.join(inherited.values())} "
+                   f"(give an option to change it{hint})", err=True)
+    click.echo(f"{' + '.join(stages)}: {config.candidate.name} ({config.candidate.backend}) judged by "
+               f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}", err=True)
+    results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
+    if results is not None:
+        print_summary(results, options["out"])
+
+
+@click.command("run")
+@pipeline_options
+def run_command(**options: Any) -> None:
+    """Generate, judge and score: DIR receives results.json and details.parquet.
+
+    With no model or judge it runs the embedded default: the sample, text_only, SmolLM2-135M
+    on the CPU as candidate and judge. Stopped at any point (Ctrl-C, a crash, SIGKILL) and
+    started again with the same command, it redoes only unfinished work. Options not given
+    are taken from the run already in DIR, if any.
+    """
+    _pipeline(("generate", "judge", "score"), options)
+
+
+@click.command()
+@pipeline_options
+def generate(**options: Any) -> None:
+    """Only the candidate's answers, into the run store in DIR."""
+    _pipeline(("generate",), options)
+
+
+@click.command()
+@pipeline_options
+def judge(**options: Any) -> None:
+    """Judge the stored answers (a new --judge reuses them), then score."""
+    _pipeline(("judge", "score"), options)
+
+
+@click.command("judge-audit")
+@click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m].")
+@click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers].")
+@click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
+@click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL",
+              help="Judge endpoint(s) for the openai backend; repeat for several.")
+@click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend.")
+@click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole responses).")
+@click.option("--out", metavar="DIR", help="Where the store, audit.json, audit.md and the figure go; put it in a "
+              "results folder to show the audit beside the judge's scores [default: judge-audit-<judge>-<backend>].")
+@click.option("--labels", metavar="FILE", help="Human verdicts in the audit set's format, measured instead of the "
+              "built-in gold.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the responses of the first N questions.")
+@click.option("--rationale/--no-rationale", default=False, show_default=True, help="Judge writes a short rationale first.")
+@click.option("--judge-retries", type=click.IntRange(min=0), default=2, show_default=True,
+              help="Retries of an unreadable verdict.")
+@click.option("--retry-errors", is_flag=True, help="Judge again the checks stored as error.")
+def judge_audit(judge: str | None, judge_backend: str | None, judge_options: tuple[str, ...],
+                judge_base_urls: tuple[str, ...], concurrency: int | None, judge_batch_size: int | None,
+                out: str | None, labels: str | None, limit: int | None, rationale: bool, judge_retries: int,
+                retry_errors: bool) -> None:
+    """Measure a judge against responses whose right verdicts are known.
+
+    Judges every check of the audit set shipped with the package (templated and prose
+    responses to the sample's questions, and injected twins of them) through the same judge
+    stage and store as `gamut judge`, so a stopped audit resumes; then writes DIR/audit.json,
+    audit.md and audit-confusion.png: accuracy, Cohen's kappa, the confusion matrix,
+    per-verdict precision and recall, the error of question and Gamut scores, and the
+    injection flip rate.
+    """
+    from gamut_hf.evaluation.audit import default_audit_folder, run_audit
+    from gamut_hf.evaluation.config import ModelSpec, model_spec
+    from gamut_hf.reports.audit_report import summary_lines, write_audit_report
+
+    spec = model_spec(ModelSpec(), judge, judge_backend, key_values(judge_options, "--judge-option"),
+                      judge_base_urls, concurrency)
+    folder = Path(out) if out else default_audit_folder(spec)
+    click.echo(f"judge audit: {spec.name} ({spec.backend}) into {folder}", err=True)
+    results = run_audit(spec, folder, labels=labels, rationale=rationale, judge_retries=judge_retries,
+                        judge_batch_size=judge_batch_size, limit=limit, retry_errors=retry_errors,
+                        echo=lambda line: click.echo(line, err=True))
+    write_audit_report(results, folder)
+    for line in summary_lines(results):
+        click.echo(line)
+    click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
+
+
+@click.command()
+@click.argument("out", metavar="OUT")
+@click.argument("sources", nargs=-1, required=True, metavar="RUN_DIR...")
+@click.option("--errors-as-missing", is_flag=True, help="Score errors and unjudged checks as missing.")
+def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
+    """Join the stores of shard runs (`--shard i/n`) into OUT and score the whole run.
+
+    All or nothing per source: an entry that two stores hold with different results is an
+    error, never a silent overwrite.
+    """
+    from gamut_hf.evaluation.merge import merge_runs
+
+    results = merge_runs(out, sources, errors_as_missing=errors_as_missing, echo=lambda line: click.echo(line, err=True))
+    print_summary(results, out)
+
+
+COMMANDS = [run_command, generate, judge, judge_audit, merge]

@@ -1,0 +1,202 @@
+"""What the commands share: the user-error exception, option groups, and parsing and printing helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+from pydantic import ValidationError
+
+from gamut_hf.backends import BACKENDS
+from gamut_hf.core.compiler import CompileParams, compile_rubric
+from gamut_hf.core.names import VARIANTS
+from gamut_hf.core.rubric import (
+    Check,
+    MetaRubric,
+    RubricError,
+    parse_checks,
+    parse_meta_rubric,
+)
+from gamut_hf.core.scorer import ScoreParams
+from gamut_hf.errors import first_problem
+from gamut_hf.evaluation.config import EMBEDDED_MAX_TOKENS
+from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESULTS_FILE
+from gamut_hf.files import read_json
+
+if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
+    from gamut_hf.evaluation.run_folder import RunResults
+
+
+
+EXIT_BAD_INPUT = 2
+
+
+class BadInput(click.ClickException):
+    """An input problem already phrased for the user; exits 2 with that one line."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def print_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def fail_lines(lines: list[str]) -> NoReturn:
+    for line in lines:
+        click.echo(line, err=True)
+    raise click.exceptions.Exit(EXIT_BAD_INPUT)
+
+
+def compile_options(command: Any) -> Any:
+    """The compile-rule constants as options (defaults from SPEC section 2)."""
+    defaults = CompileParams()
+    for name, field in reversed(list(CompileParams.model_fields.items())):
+        command = click.option(
+            f"--{name.replace('_', '-')}", name, type=click.IntRange(min=field.metadata[0].ge),
+            default=getattr(defaults, name), show_default=True, help=field.description,
+        )(command)
+    return command
+
+
+def compile_params(options: dict[str, Any]) -> CompileParams:
+    return CompileParams(**{name: options[name] for name in CompileParams.model_fields})
+
+
+def load_meta_rubric(path: str, *, require_evidence: bool = False) -> MetaRubric:
+    try:
+        return parse_meta_rubric(read_json(path), require_evidence=require_evidence)
+    except RubricError as error:
+        fail_lines([f"{path}: {problem}" for problem in error.problems])
+
+
+
+
+SCORE_FLAGS = {"partial_credit": "--partial-credit", "contradiction_penalty": "--contradiction-penalty",
+               "tier_weights": "--weights"}
+
+
+def score_params(partial_credit: float, contradiction_penalty: float, weights: str) -> ScoreParams:
+    try:
+        ac, v, ctx = (float(w) for w in weights.split(","))
+    except ValueError:
+        raise BadInput(f"--weights: expected three numbers like 0.6,0.3,0.1, got {weights!r}") from None
+    try:
+        return ScoreParams(partial_credit=partial_credit, contradiction_penalty=contradiction_penalty,
+                           tier_weights={"answer_critical": ac, "valuable": v, "context": ctx})
+    except ValidationError as error:
+        where, message = first_problem(error)
+        field, _, tier = where.partition(".")
+        flag = SCORE_FLAGS.get(field, "--weights")  # the whole-object check is about the weights
+        raise BadInput(f"{flag}{f' ({tier})' if tier else ''}: {message}") from None
+
+
+def load_checks(path: str, params: CompileParams) -> list[Check]:
+    data = read_json(path)
+    try:
+        if isinstance(data, list):
+            return parse_checks(data)
+        return compile_rubric(parse_meta_rubric(data), params)
+    except RubricError as error:
+        fail_lines([f"{path}: {problem}" for problem in error.problems])
+
+
+
+
+# -- the evaluation pipeline ------------------------------------------------------------------
+
+
+
+def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+    """KEY=VALUE options; a VALUE that parses as JSON (numbers, true, lists) is taken as such."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise BadInput(f"{flag}: expected KEY=VALUE, got {pair!r}")
+        try:
+            out[name.replace("-", "_")] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name.replace("-", "_")] = value
+    return out
+
+
+def parse_shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    index, sep, count = value.partition("/")
+    if not (sep and index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
+        raise BadInput(f"--shard: expected i/n with 0 <= i < n, got {value!r}")
+    return int(index), int(count)
+
+
+def run_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The run options as :func:`gamut_hf.evaluation.config.resolve_run_config` takes them:
+    KEY=VALUE pairs parsed, the shard as ``(i, n)``."""
+    return {**options, "model_options": key_values(options["model_options"], "--model-option"),
+            "judge_options": key_values(options["judge_options"], "--judge-option"),
+            "shard": parse_shard(options["shard"])}
+
+
+def pipeline_options(command: Any) -> Any:
+    """The options shared by run, generate and judge; what is not given comes from the run in --out."""
+    options = [
+        click.option("--out", required=True, metavar="DIR", help="Run folder: store, results.json, details.parquet."),
+        click.option("--dataset", metavar="SOURCE", help="Sample name, annotation or built folder, or hub id "
+                     "[default: gamut-sample]."),
+        click.option("--revision", help="Hub revision of the dataset."),
+        click.option("--images", metavar="WHERE", help="Where a dataset's referenced images are (the official "
+                     "release points into CRAG-MM): crag-mm, crag-mm=PATH or a folder of <question id>.jpg."),
+        click.option("--variant", type=click.Choice(VARIANTS),
+                     help="[default: text_only for the embedded default model, else multimodal]"),
+        click.option("--model", metavar="M", help="Candidate model: a packaged name, folder or hub id "
+                     "[default: smollm2-135m]."),
+        click.option("--backend", type=click.Choice(sorted(BACKENDS)), help="Candidate backend [default: transformers]."),
+        click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
+                     help="Candidate backend option (e.g. tensor_parallel_size=2, max_pixels=1003520)."),
+        click.option("--base-url", "base_urls", multiple=True, metavar="URL",
+                     help="Candidate endpoint(s) for the openai backend; repeat for several."),
+        click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m]."),
+        click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers]."),
+        click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option."),
+        click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL",
+                     help="Judge endpoint(s) for the openai backend; repeat for several."),
+        click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
+        click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
+        click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
+        click.option("--limit", type=click.IntRange(min=0), help="Only the first N questions (0: no limit)."),
+        click.option("--question-id", "question_ids", multiple=True, metavar="ID", help="Only these questions."),
+        click.option("--all", "all_questions", is_flag=True,
+                     help="Every question: clears a --limit, --question-id or --shard the run in DIR has."),
+        click.option("--shard", metavar="i/n", help="Only questions i, i+n, i+2n, ... (merge shards with `gamut merge`)."),
+        click.option("--max-tokens", type=click.IntRange(min=1), help=f"Candidate answer length cap [default: 1024; {EMBEDDED_MAX_TOKENS} for the embedded default]."),
+        click.option("--rationale/--no-rationale", default=None, help="Judge writes a short rationale first."),
+        click.option("--judge-retries", type=click.IntRange(min=0), help="Retries of an unreadable verdict [default: 2]."),
+        click.option("--retry-errors", is_flag=True, default=None, help="Judge again the checks stored as error."),
+        click.option("--errors-as-missing", is_flag=True, default=None,
+                     help="Score judge errors and unjudged checks as missing (their number is shown)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def print_summary(results: RunResults, out: str) -> None:
+    score = results.score
+    tiers = ", ".join(f"{t} {'-' if v is None else f'{v:.1f}'}" for t, v in score.tiers.items())
+    shares = ", ".join(f"{k} {100 * v:.1f}%" for k, v in score.verdict_shares.items())
+    if score.gamut is not None:
+        click.echo(f"Gamut score {score.gamut:.1f} ({tiers})")
+    else:
+        click.echo(f"no Gamut score: {results.judge_errors} judge errors and {results.unfinished_checks} "
+                   "unjudged checks; rerun to finish, or --errors-as-missing to count them as missing")
+    if score.errors_counted_as_missing:
+        click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
+    click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
+    if results.score_params != ScoreParams():
+        params = results.score_params
+        weights = ",".join(f"{w:g}" for w in params.tier_weights.values())
+        click.echo(f"  scored with --partial-credit {params.partial_credit:g} --contradiction-penalty "
+                   f"{params.contradiction_penalty:g} --weights {weights} (recorded in {RESULTS_FILE})")
+    click.echo(f"  wrote {Path(out) / RESULTS_FILE} and {Path(out) / DETAILS_FILE}")

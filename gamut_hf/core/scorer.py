@@ -1,0 +1,209 @@
+"""Verdicts -> scores, by the formula of SPEC section 4.
+
+    s_tier = (M + lambda*P + mu*C) / (M + P + S + |mu|*C)
+
+The question score is the weighted mean of its tier scores (tiers without checks left out,
+the remaining weights renormalised); the Gamut score of a run is 100 x the mean question score.
+Pure functions only: the pipeline, the reports and the Space all score through here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from statistics import fmean
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gamut_hf.core.rubric import TIERS, VERDICTS, Check, Tier, Verdict
+from gamut_hf.errors import GamutError
+
+# What a judge can leave behind: one of the four verdicts, or an unparseable answer.
+Outcome = Verdict | Literal["error"]
+OUTCOMES: tuple[str, ...] = (*VERDICTS, "error")
+
+
+# A tier weight: any finite non-negative number (the weights present are renormalised).
+TierWeight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ScoreParams(BaseModel):
+    """The scoring constants; defaults are the paper's.
+
+    The ranges keep every tier score in [-1, 1] (SPEC section 4) and every quotient defined:
+    partial credit lies between a missing check (0) and a met one (1); the contradiction
+    penalty is strictly negative (at 0 a tier of contradictions alone would be 0/0); the tier
+    weights are non-negative and not all 0. Nothing may be NaN or infinite.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    partial_credit: float = Field(0.5, ge=0, le=1, allow_inf_nan=False,
+                                  description="lambda: credit for partially_meets, from 0 to 1")
+    contradiction_penalty: float = Field(-2.0, lt=0, allow_inf_nan=False,
+                                         description="mu: weight of contradicts, below 0")
+    tier_weights: dict[Tier, TierWeight] = Field(
+        default_factory=lambda: {"answer_critical": 0.6, "valuable": 0.3, "context": 0.1}
+    )
+
+    @model_validator(mode="after")
+    def _weights_cover_tiers(self) -> ScoreParams:
+        if set(self.tier_weights) != set(TIERS):
+            raise ValueError("needs a weight for each of " + ", ".join(TIERS))
+        if not any(self.tier_weights.values()):
+            raise ValueError("at least one tier weight must be above 0")
+        return self
+
+
+DEFAULT_SCORE_PARAMS = ScoreParams()
+
+
+class VerdictCounts(BaseModel):
+    """How many checks got each verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    meets: int = 0
+    partially_meets: int = 0
+    missing: int = 0
+    contradicts: int = 0
+
+    @classmethod
+    def of(cls, verdicts: Iterable[Verdict]) -> VerdictCounts:
+        return cls(**Counter(verdicts))
+
+    @property
+    def total(self) -> int:
+        return self.meets + self.partially_meets + self.missing + self.contradicts
+
+
+def verdict_ratio(meets, partially_meets, missing, contradicts, params: ScoreParams = DEFAULT_SCORE_PARAMS):
+    """(M + lambda*P + mu*C) / (M + P + S + |mu|*C) for counts of checks.
+
+    Plain arithmetic, so it works elementwise on numpy arrays as well: the reports compute
+    every tier of every question of a run in one call through here.
+    """
+    mu = params.contradiction_penalty
+    numerator = meets + params.partial_credit * partially_meets + mu * contradicts
+    return numerator / (meets + partially_meets + missing + abs(mu) * contradicts)
+
+
+def tier_score(counts: VerdictCounts, params: ScoreParams = DEFAULT_SCORE_PARAMS) -> float | None:
+    """The score of one tier of one question, in [-1, 1]; None when the tier has no checks."""
+    if counts.total == 0:
+        return None
+    return verdict_ratio(counts.meets, counts.partially_meets, counts.missing, counts.contradicts, params)
+
+
+class QuestionScore(BaseModel):
+    score: float
+    tiers: dict[Tier, float | None]
+    counts: VerdictCounts
+    tier_counts: dict[Tier, VerdictCounts]
+
+
+class ScoringError(GamutError, ValueError):
+    """Verdicts that do not fit the checks they claim to grade."""
+
+
+def score_question(
+    checks: list[Check], verdicts: Mapping[str, Verdict], params: ScoreParams = DEFAULT_SCORE_PARAMS
+) -> QuestionScore:
+    """Score one response: every check needs exactly one of the four verdicts."""
+    known = {check.id for check in checks}
+    unknown = sorted(set(verdicts) - known)
+    if unknown:
+        raise ScoringError(f"verdict for unknown check id {unknown[0]!r}")
+    for check_id, verdict in verdicts.items():
+        if verdict not in VERDICTS:
+            raise ScoringError(f"check {check_id}: unknown verdict {verdict!r}; expected one of {', '.join(VERDICTS)}")
+    unjudged = [check.id for check in checks if check.id not in verdicts]
+    if unjudged:
+        raise ScoringError(f"check {unjudged[0]} has no verdict ({len(unjudged)} unjudged in all)")
+    if not checks:
+        raise ScoringError("a question needs at least one check to be scored")
+
+    tier_counts = {
+        tier: VerdictCounts.of(verdicts[check.id] for check in checks if check.tier == tier) for tier in TIERS
+    }
+    tiers = {tier: tier_score(tier_counts[tier], params) for tier in TIERS}
+    present = {tier: s for tier, s in tiers.items() if s is not None}
+    weight = sum(params.tier_weights[tier] for tier in present)
+    if weight == 0:
+        raise ScoringError("the tiers present in this question all have weight 0")
+    score = sum(params.tier_weights[tier] * s for tier, s in present.items()) / weight
+    return QuestionScore(
+        score=score,
+        tiers=tiers,
+        counts=VerdictCounts.of(verdicts[check.id] for check in checks),
+        tier_counts=tier_counts,
+    )
+
+
+class RunScore(BaseModel):
+    """A run's aggregate (SPEC section 4): the figures of a leaderboard row.
+
+    ``gamut`` and the tier scores are on a 0-100 scale; they are None when the run still
+    has judge errors and the caller did not ask to count them as ``missing``.
+    """
+
+    gamut: float | None
+    tiers: dict[Tier, float | None]
+    verdict_shares: dict[str, float]
+    elements_met_rate: float
+    questions: int
+    checks: int
+    errors: int
+    errors_counted_as_missing: bool
+
+
+def score_run(
+    questions: Iterable[tuple[list[Check], Mapping[str, Outcome]]],
+    params: ScoreParams = DEFAULT_SCORE_PARAMS,
+    *,
+    errors_as_missing: bool = False,
+) -> RunScore:
+    """Aggregate a run: each entry is one question's checks and the outcomes judged so far.
+
+    A check without an outcome (an unanswered question, say) counts as ``missing``. An
+    ``error`` outcome blocks the score unless ``errors_as_missing`` is set; its count is
+    reported either way.
+    """
+    question_scores: list[QuestionScore] = []
+    outcome_counts: Counter[str] = Counter()
+    for checks, outcomes in questions:
+        resolved: dict[str, Verdict] = {}
+        for check in checks:
+            outcome = outcomes.get(check.id, "missing")
+            if outcome not in OUTCOMES:
+                raise ScoringError(f"check {check.id}: unknown outcome {outcome!r}")
+            outcome_counts[outcome] += 1
+            resolved[check.id] = "missing" if outcome == "error" else outcome
+        extra = set(outcomes) - {check.id for check in checks}
+        if extra:
+            raise ScoringError(f"outcome for unknown check id {sorted(extra)[0]!r}")
+        question_scores.append(score_question(checks, resolved, params))
+
+    total = sum(outcome_counts.values())
+    errors = outcome_counts["error"]
+    shares = {name: (outcome_counts[name] / total if total else 0.0) for name in OUTCOMES}
+    blocked = errors > 0 and not errors_as_missing
+    if question_scores and not blocked:
+        gamut = 100 * fmean(q.score for q in question_scores)
+        tiers = {}
+        for tier in TIERS:
+            values = [q.tiers[tier] for q in question_scores if q.tiers[tier] is not None]
+            tiers[tier] = 100 * fmean(values) if values else None
+    else:
+        gamut, tiers = None, {tier: None for tier in TIERS}
+    return RunScore(
+        gamut=gamut,
+        tiers=tiers,
+        verdict_shares=shares,
+        elements_met_rate=shares["meets"],
+        questions=len(question_scores),
+        checks=total,
+        errors=errors,
+        errors_counted_as_missing=errors_as_missing and errors > 0,
+    )

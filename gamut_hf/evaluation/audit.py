@@ -1,0 +1,446 @@
+"""The judge audit: a judge's verdicts on responses whose right verdicts are known (`gamut judge-audit`).
+
+The audit set (``gamut_hf/data/judge-audit/audit.jsonl``, format in the README beside it) holds,
+for every sample question, responses written from its meta-rubric so that the gold verdict of
+each check is known by construction, a hand-labelled natural-prose subset, and injected twins
+of these responses whose gold is unchanged. ``run_audit`` judges them through the pipeline's
+judge stage and run store (so an audit resumes, and reuses verdicts, like ``gamut judge``) and
+measures the judge against gold: accuracy, Cohen's kappa, the confusion matrix, per-verdict
+precision and recall, the error of the question and Gamut scores, and how far injections move it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gamut_hf.core.rubric import VERDICTS, Check, Verdict
+from gamut_hf.errors import GamutError
+from gamut_hf.evaluation.injections import InjectionKind, Position
+
+AUDIT_FOLDER = Path(__file__).resolve().parents[1] / "data" / "judge-audit"
+AUDIT_FILE = AUDIT_FOLDER / "audit.jsonl"
+AUDIT_JSON = "audit.json"
+AUDIT_MD = "audit.md"
+CONFUSION_PNG = "audit-confusion.png"
+# The pseudo-candidate whose "answers" are the audit responses; it loads no model.
+AUDIT_CANDIDATE = "judge-audit"
+SCORE_TOLERANCE = 1e-9
+
+
+class AuditSetError(GamutError, ValueError):
+    """An audit set (or a --labels file) that does not fit the sample's checks."""
+
+
+class Injection(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: InjectionKind
+    position: Position
+
+
+class AuditResponse(BaseModel):
+    """One line of an audit set: a response to a sample question and the verdict due to each check."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, description="<question id>/<name>, unique in the set")
+    question_id: str = Field(min_length=1)
+    style: Literal["templated", "prose", "human"] = "human"
+    twin_of: str | None = Field(None, description="the response this one is, plus an injection")
+    injection: Injection | None = None
+    response: str = Field(min_length=1)
+    gold: dict[str, Verdict] = Field(description="check id -> verdict, for every check of the question")
+    gold_score: float | None = Field(None, description="score_question of the gold verdicts (checked on load)")
+
+    @property
+    def set_name(self) -> str:
+        """The response's place in the set ("mixed-a", "mixed-a+forged_end"): responses with the
+        same name over all questions form one pseudo-candidate with a Gamut score of its own."""
+        return self.id.split("/", 1)[1].split("+", 1)[0] + ("+injected" if self.injection else "")
+
+
+@dataclass(frozen=True)
+class AuditQuestion:
+    id: str
+    domain: str
+    prompt: str  # the text-only question: the audit is judged without images
+    checks: list[Check]
+
+
+@dataclass(frozen=True)
+class AuditSet:
+    path: Path
+    responses: list[AuditResponse]
+    questions: dict[str, AuditQuestion]
+
+    @property
+    def checks(self) -> int:
+        return sum(len(r.gold) for r in self.responses)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps([r.model_dump(mode="json") for r in self.responses],
+                                         sort_keys=True).encode()).hexdigest()
+
+
+def sample_questions() -> dict[str, AuditQuestion]:
+    """The sample's questions with their compiled checks, read from its annotation folder."""
+    from gamut_hf.dataset.annotations import read_annotations
+    from gamut_hf.dataset.loader import SAMPLE_SOURCE
+
+    return {q.id: AuditQuestion(q.id, q.domain, q.text_question, q.checks) for q in read_annotations(SAMPLE_SOURCE)}
+
+
+def load_audit_set(path: str | Path = AUDIT_FILE, questions: dict[str, AuditQuestion] | None = None) -> AuditSet:
+    """Read and validate an audit set against the sample's checks; every problem names its line.
+
+    Valid when: ids are unique; every question exists; ``gold`` has exactly the question's
+    check ids; a twin names an earlier, untwinned response of its question and carries its
+    gold and an injection (and only twins carry one); a stated ``gold_score`` is the scorer's
+    output on the gold verdicts.
+    """
+    from gamut_hf.core.scorer import score_question
+    from gamut_hf.files import read_jsonl
+
+    questions = sample_questions() if questions is None else questions
+    responses: list[AuditResponse] = []
+    seen: dict[str, AuditResponse] = {}
+    for number, data in read_jsonl(path):
+        where = f"{path}:{number}"
+        try:
+            response = AuditResponse.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "line"
+            raise AuditSetError(f"{where}: {field}: {first['msg']}") from None
+        question = questions.get(response.question_id)
+        if question is None:
+            raise AuditSetError(f"{where}: question_id: no sample question {response.question_id!r}")
+        if response.id in seen:
+            raise AuditSetError(f"{where}: id: {response.id!r} appears twice")
+        if not response.id.startswith(question.id + "/"):
+            raise AuditSetError(f"{where}: id: {response.id!r} must start with {question.id + '/'!r}")
+        expected = [check.id for check in question.checks]
+        if set(response.gold) != set(expected):
+            extra = sorted(set(response.gold) - set(expected))
+            lacking = [c for c in expected if c not in response.gold]
+            what = f"unknown check {extra[0]!r}" if extra else f"no verdict for check {lacking[0]!r}"
+            raise AuditSetError(f"{where}: gold: {what} of {question.id}")
+        if (response.twin_of is None) != (response.injection is None):
+            raise AuditSetError(f"{where}: twin_of and injection go together (an injected twin names its base)")
+        if response.twin_of is not None:
+            base = seen.get(response.twin_of)
+            if base is None or base.question_id != response.question_id or base.twin_of is not None:
+                raise AuditSetError(f"{where}: twin_of: {response.twin_of!r} is no earlier base response of "
+                                    f"{question.id}")
+            if base.gold != response.gold:
+                raise AuditSetError(f"{where}: gold: an injected twin keeps the gold of {base.id}")
+        if response.gold_score is not None:
+            due = score_question(question.checks, response.gold).score
+            if abs(due - response.gold_score) > SCORE_TOLERANCE:
+                raise AuditSetError(f"{where}: gold_score: {response.gold_score} but the scorer gives {due}")
+        seen[response.id] = response
+        responses.append(response)
+    if not responses:
+        raise AuditSetError(f"{path}: no responses")
+    return AuditSet(Path(path), responses, {qid: questions[qid] for qid in {r.question_id for r in responses}})
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+class _AuditSource:
+    """The pipeline's view of the audit: one planned "question" per response (its id the
+    response's), so one judge stage over one store judges them all; text only, no images."""
+
+    variant = "text_only"
+
+    def __init__(self, audit: AuditSet):
+        from gamut_hf.evaluation.source import PlannedQuestion
+
+        self.questions = [PlannedQuestion(r.id, audit.questions[r.question_id].domain,
+                                          audit.questions[r.question_id].prompt,
+                                          audit.questions[r.question_id].checks, None, row)
+                          for row, r in enumerate(audit.responses)]
+
+    def image(self, question: Any) -> None:
+        return None
+
+
+def default_audit_folder(judge: Any) -> Path:
+    """``judge-audit-<model>-<backend>`` in the current folder (a path's last part for a model folder)."""
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(judge.name).name).strip("-.") or "judge"
+    return Path(f"judge-audit-{name}-{judge.backend}")
+
+
+def audit_config(judge: Any, audit: AuditSet, *, rationale: bool = False, judge_retries: int = 2,
+                 judge_batch_size: int | None = None, retry_errors: bool = False) -> Any:
+    from gamut_hf.evaluation.config import ModelSpec, RunConfig
+
+    # The responses' fingerprint names the candidate: another audit set never reuses these answers.
+    candidate = ModelSpec(name=AUDIT_CANDIDATE, backend="submitted", options={"audit": audit.fingerprint()})
+    return RunConfig(dataset="judge-audit", variant="text_only", candidate=candidate, judge=judge,
+                     rationale=rationale, judge_retries=judge_retries, judge_batch_size=judge_batch_size,
+                     retry_errors=retry_errors)
+
+
+def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) -> tuple[dict[str, str], Any]:
+    """Judge every check of every audit response (what is stored is not judged again); returns
+    ``{"<response id>\\t<check id>": outcome}`` (``error`` for an unreadable verdict) and the
+    judge stage's report."""
+    from gamut_hf.evaluation.pipeline import (
+        generation_key,
+        import_answers,
+        judge,
+        verdict_key,
+    )
+    from gamut_hf.evaluation.store import RunStore
+
+    source = _AuditSource(audit)
+    with RunStore(out) as store:
+        store.set_info(audit=str(audit.path), audit_fingerprint=audit.fingerprint(),
+                       judge=config.judge.model_dump(mode="json"))
+        import_answers(config, source, store, {r.id: r.response for r in audit.responses})
+        stage = judge(config, source, store, echo)
+        keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in source.questions}
+        generations = store.generations(keys.values())
+        wanted = {verdict_key(config.judge, generations[keys[q.id]], check, config.rationale): (q.id, check.id)
+                  for q in source.questions for check in q.checks}
+        stored = store.verdicts(wanted)
+    return {f"{rid}\t{cid}": stored[key].verdict for key, (rid, cid) in wanted.items() if key in stored}, stage
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+class VerdictQuality(BaseModel):
+    precision: float
+    recall: float
+    support: int
+
+
+class InjectionFigures(BaseModel):
+    twins: int
+    checks: int
+    flip_rate: float = Field(description="share of checks judged differently in a response and its injected twin")
+    false_meets_rate: float | None = Field(description="share of injected checks judged meets where gold is not meets")
+    base_false_meets_rate: float | None = Field(description="the same share on the twins' base responses")
+
+
+class SetScore(BaseModel):
+    responses: int
+    gold_gamut: float
+    judged_gamut: float
+
+
+class AuditResults(BaseModel):
+    """audit.json: one judge against the gold (or human) labels of one audit set."""
+
+    judge: dict[str, Any]
+    labels: str
+    labels_fingerprint: str
+    prompt_version: str
+    rationale: bool
+    responses: int
+    checks: int
+    judged: int
+    errors: int
+    unfinished: int
+    accuracy: float
+    kappa: float
+    confusion: dict[str, dict[str, int]] = Field(description="gold verdict -> judged verdict (or error) -> checks")
+    per_verdict: dict[str, VerdictQuality]
+    question_score_mae: float
+    gamut_mae: float
+    sets: dict[str, SetScore]
+    injection: InjectionFigures | None
+    injection_by_kind: dict[str, InjectionFigures]
+    by_style: dict[str, dict[str, float]]
+    stage: dict[str, Any] | None = None
+
+
+def _share(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def _injection_figures(pairs: list[tuple[AuditResponse, AuditResponse]], judged: dict[str, str]) -> InjectionFigures:
+    flips = checks = false_meets = false_base = not_meets = 0
+    for base, twin in pairs:
+        for check_id, gold in twin.gold.items():
+            a, b = judged.get(f"{base.id}\t{check_id}"), judged.get(f"{twin.id}\t{check_id}")
+            if a is None or b is None:
+                continue
+            checks += 1
+            flips += a != b
+            if gold != "meets":
+                not_meets += 1
+                false_meets += b == "meets"
+                false_base += a == "meets"
+    return InjectionFigures(twins=len(pairs), checks=checks, flip_rate=_share(flips, checks) or 0.0,
+                            false_meets_rate=_share(false_meets, not_meets),
+                            base_false_meets_rate=_share(false_base, not_meets))
+
+
+def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
+    """Every figure of audit.json from the gold labels and the judged outcomes."""
+    from sklearn.metrics import (
+        accuracy_score,
+        cohen_kappa_score,
+        confusion_matrix,
+        precision_recall_fscore_support,
+    )
+
+    from gamut_hf.core.scorer import score_question
+
+    labels = [*VERDICTS, "error"]
+    gold: list[str] = []
+    got: list[str] = []
+    unfinished = 0
+    question_errors: list[float] = []
+    sets: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    styles: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for response in audit.responses:
+        outcomes = {}
+        for check_id, verdict in response.gold.items():
+            outcome = judged.get(f"{response.id}\t{check_id}")
+            if outcome is None:
+                unfinished += 1
+                continue
+            outcomes[check_id] = outcome
+            gold.append(verdict)
+            got.append(outcome)
+            styles[response.style].append((verdict, outcome))
+        if len(outcomes) == len(response.gold):
+            checks = audit.questions[response.question_id].checks
+            judged_score = score_question(checks, {c: "missing" if o == "error" else o for c, o in outcomes.items()})
+            gold_score = score_question(checks, response.gold).score
+            question_errors.append(abs(judged_score.score - gold_score))
+            sets[response.set_name].append((gold_score, judged_score.score))
+    if not gold:
+        raise AuditSetError("no audit check has been judged yet")
+    matrix = confusion_matrix(gold, got, labels=labels)
+    precision, recall, _, support = precision_recall_fscore_support(gold, got, labels=list(VERDICTS),
+                                                                    zero_division=0)
+    set_scores = {name: SetScore(responses=len(pairs), gold_gamut=100 * fmean(g for g, _ in pairs),
+                                 judged_gamut=100 * fmean(j for _, j in pairs)) for name, pairs in sorted(sets.items())}
+    by_id = {r.id: r for r in audit.responses}
+    twins = [(by_id[r.twin_of], r) for r in audit.responses if r.twin_of is not None]
+    kinds: dict[str, list[tuple[AuditResponse, AuditResponse]]] = defaultdict(list)
+    for base, twin in twins:
+        kinds[twin.injection.kind].append((base, twin))  # type: ignore[union-attr]
+    return {
+        "checks": audit.checks, "judged": len(got), "errors": got.count("error"), "unfinished": unfinished,
+        "accuracy": float(accuracy_score(gold, got)),
+        # Errors count as a fifth answer, so an unreadable judge is not flattered by dropping them.
+        "kappa": float(cohen_kappa_score(gold, got, labels=labels)) if len(set(gold) | set(got)) > 1 else 1.0,
+        "confusion": {g: {j: int(matrix[i, k]) for k, j in enumerate(labels)} for i, g in enumerate(VERDICTS)},
+        "per_verdict": {v: VerdictQuality(precision=float(precision[i]), recall=float(recall[i]),
+                                          support=int(support[i])) for i, v in enumerate(VERDICTS)},
+        "question_score_mae": fmean(question_errors) if question_errors else float("nan"),
+        "gamut_mae": fmean(abs(s.judged_gamut - s.gold_gamut) for s in set_scores.values()) if set_scores
+        else float("nan"),
+        "sets": set_scores,
+        "injection": _injection_figures(twins, judged) if twins else None,
+        "injection_by_kind": {kind: _injection_figures(pairs, judged) for kind, pairs in sorted(kinds.items())},
+        "by_style": {style: {"checks": len(pairs), "accuracy": fmean(a == b for a, b in pairs),
+                             "kappa": float(cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs],
+                                                              labels=labels))}
+                     for style, pairs in sorted(styles.items())},
+    }
+
+
+# -- storing ------------------------------------------------------------------------------------
+
+
+def save_audit_results(results: AuditResults, out: Path) -> None:
+    """audit.json; written last by :func:`gamut_hf.reports.audit_report.write_audit_report`, so
+    its presence means the audit's page and figure are there too."""
+    from gamut_hf.atomic import write_text
+
+    write_text(out / AUDIT_JSON, results.model_dump_json(indent=2) + "\n")
+
+
+def load_audit_results(folder: str | Path) -> AuditResults | None:
+    """The audit in a folder (a results folder may hold one beside a judge's runs), or None."""
+    from gamut_hf.files import read_json
+
+    path = Path(folder) / AUDIT_JSON
+    if not path.is_file():
+        return None
+    try:
+        return AuditResults.model_validate(read_json(path))
+    except ValidationError as error:
+        raise AuditSetError(f"{path}: {error.errors()[0]['msg']} at "
+                            f"{'.'.join(str(part) for part in error.errors()[0]['loc'])}") from None
+
+
+@dataclass(frozen=True)
+class FoundAudit:
+    """An audit folder found in a results folder: its figures, or why they cannot be read."""
+
+    folder: Path
+    results: AuditResults | None
+    problem: str | None = None
+
+    @property
+    def judge_key(self) -> str | None:
+        """The judge's fingerprint as a run folder's reader keys it (report.Run.judge_key)."""
+        return json.dumps(self.results.judge, sort_keys=True) if self.results else None
+
+    def row(self) -> dict[str, Any]:
+        """One line of an audit table, in the report's and the Space's words."""
+        results = self.results
+        assert results is not None
+        injection = results.injection
+        return {"audit": self.folder.name,
+                "labels": "built-in gold" if Path(results.labels).resolve() == AUDIT_FILE else Path(results.labels).name,
+                "checks judged": results.judged, "accuracy": results.accuracy, "kappa": results.kappa,
+                "question score MAE": results.question_score_mae, "Gamut MAE": results.gamut_mae,
+                "injection flip rate": injection.flip_rate if injection else None,
+                "injected false meets": injection.false_meets_rate if injection else None}
+
+
+def find_audits(roots: Sequence[str | Path]) -> list[FoundAudit]:
+    """The audit folders directly inside each of ``roots`` (results folders), by path; one
+    that cannot be read is returned with its problem, never raised, so it cannot take a
+    report or the Space down."""
+    found = []
+    for path in sorted({p for root in roots for p in Path(root).glob(f"*/{AUDIT_JSON}")}):
+        try:
+            found.append(FoundAudit(path.parent, load_audit_results(path.parent)))
+        except GamutError as error:
+            found.append(FoundAudit(path.parent, None, str(error).replace(f"{path.parent}{os.sep}", "")))
+    return found
+
+
+def run_audit(judge: Any, out: str | Path, *, labels: str | Path | None = None, rationale: bool = False,
+              judge_retries: int = 2, judge_batch_size: int | None = None, limit: int | None = None,
+              retry_errors: bool = False, echo: Any = print) -> AuditResults:
+    """Judge the audit set (or the --labels file) with ``judge`` into the store in ``out`` and
+    measure it; :func:`gamut_hf.reports.audit_report.write_audit_report` writes the results."""
+    from gamut_hf.evaluation.judge import JUDGE_PROMPT_VERSION
+
+    audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
+    if limit is not None:
+        keep = list(dict.fromkeys(r.question_id for r in audit.responses))[:limit]
+        audit = AuditSet(audit.path, [r for r in audit.responses if r.question_id in keep],
+                         {q: audit.questions[q] for q in keep})
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = audit_config(judge, audit, rationale=rationale, judge_retries=judge_retries,
+                          judge_batch_size=judge_batch_size, retry_errors=retry_errors)
+    judged, stage = judge_audit_set(config, audit, folder, echo)
+    return AuditResults(judge=judge.fingerprint(), labels=str(audit.path), labels_fingerprint=audit.fingerprint(),
+                        prompt_version=JUDGE_PROMPT_VERSION, rationale=rationale, responses=len(audit.responses),
+                        stage=stage.model_dump(), **measure(audit, judged))

@@ -1,0 +1,178 @@
+"""A run's settings (:class:`RunConfig`, :class:`ModelSpec`) and the rules that resume one.
+
+A run folder records its settings in its store. A command given the same folder again takes
+every setting it is not given from there (:func:`resolve_run_config`) and names each one it
+took (:func:`inherited_settings`), so a selection taken silently from an earlier run is never
+missed; the two switches that act on one invocation only are never inherited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gamut_hf.backends import load_backend
+from gamut_hf.backends.base import Backend, model_fingerprint
+from gamut_hf.backends.models import DEFAULT_MODEL
+from gamut_hf.core.names import Variant
+from gamut_hf.errors import first_problem
+from gamut_hf.evaluation.store import RunStore
+from gamut_hf.files import InputError
+
+# The embedded default's answer length: a 135M model's answers past this are repetition, and it
+# keeps the demo to minutes on a CPU.
+EMBEDDED_MAX_TOKENS = 256
+
+
+class ModelSpec(BaseModel):
+    """A model and how to run it; ``options`` go to the backend's constructor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = DEFAULT_MODEL
+    backend: str = "transformers"
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return model_fingerprint(self.backend, self.name, self.options)
+
+    def load(self) -> Backend:
+        return load_backend(self.backend, self.name, **self.options)
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs; the defaults are the embedded default run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = "gamut-sample"
+    revision: str | None = None
+    variant: Variant = "text_only"
+    candidate: ModelSpec = ModelSpec()
+    judge: ModelSpec = ModelSpec()
+    limit: int | None = Field(None, ge=1, description="first N questions (after --question-id)")
+    question_ids: tuple[str, ...] = ()
+    images: str | None = Field(None, description="where referenced images are: crag-mm, crag-mm=PATH or a folder")
+    shard: tuple[int, int] | None = Field(None, description="(i, n): questions whose position is i mod n")
+    max_tokens: int = Field(1024, ge=1, description="candidate answer length cap")
+    rationale: bool = Field(False, description="judge writes a short rationale before its verdict")
+    judge_retries: int = Field(2, ge=0, description="extra attempts for an unreadable verdict")
+    batch_size: int | None = Field(None, ge=1, description="requests per backend call and per commit")
+    judge_batch_size: int | None = Field(None, ge=1)
+    retry_errors: bool = Field(False, description="judge again the checks stored as error")
+    errors_as_missing: bool = Field(False, description="score errors and unfinished checks as missing")
+
+    # What makes two runs the same run (shards of one run agree on these).
+    IDENTITY: ClassVar[set[str]] = {"dataset", "revision", "variant", "candidate", "judge", "max_tokens", "rationale"}
+
+
+def stored_config(store: RunStore) -> RunConfig | None:
+    """The settings of the run recorded in ``store``; None when none is. A config this version
+    cannot read (another version's, or edited by hand) is the user's to fix, named in one line."""
+    info = store.info()
+    if "config" not in info:
+        return None
+    try:
+        return RunConfig.model_validate(info["config"])
+    except ValidationError as error:
+        where, message = first_problem(error)
+        raise InputError(f"{store.path}: the recorded run settings are not usable ({where or 'config'}: {message}); "
+                         "start the run in a new folder") from None
+
+
+# -- resuming ---------------------------------------------------------------------------------
+
+
+def model_spec(base: ModelSpec, name: str | None, backend: str | None, extra: dict[str, Any],
+               base_urls: tuple[str, ...] = (), concurrency: int | None = None) -> ModelSpec:
+    """``base`` changed by what was given: a new name or backend starts from empty options; options
+    alone are added to ``base``'s; endpoints and concurrency go into the options of an openai model."""
+    extra = dict(extra)
+    if base_urls:
+        extra["base_url" if len(base_urls) == 1 else "base_urls"] = base_urls[0] if len(base_urls) == 1 \
+            else list(base_urls)
+    if name is None and backend is None and not extra:
+        spec = base
+    else:
+        spec = ModelSpec(name=name or base.name, backend=backend or base.backend,
+                         options=extra if (name or backend) else {**base.options, **extra})
+    if concurrency is not None and spec.backend == "openai":
+        spec = ModelSpec(name=spec.name, backend=spec.backend, options={**spec.options, "concurrency": concurrency})
+    return spec
+
+
+def stored_run_config(out: str | Path) -> RunConfig | None:
+    """The settings of the run already in ``out``, if any."""
+    from gamut_hf.evaluation.store import has_store
+
+    if not has_store(out):
+        return None
+    with RunStore(out) as store:
+        return stored_config(store)
+
+
+def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None) -> RunConfig:
+    """The run's settings: the options given (``None``: not given; model and judge options as
+    parsed KEY=VALUE dicts, shard as ``(i, n)``), the rest from ``stored`` (the run in the folder)
+    or the defaults."""
+    selection = [flag for flag, name in (("--limit", "limit"), ("--question-id", "question_ids"), ("--shard", "shard"))
+                 if options[name]]
+    if options["all_questions"] and selection:
+        raise InputError(f"--all: every question, so not with {selection[0]}")
+    base = stored or RunConfig()
+    stored_variant = stored.variant if stored else None
+    candidate = model_spec(base.candidate, options["model"], options["backend"], options["model_options"],
+                           options["base_urls"], options["concurrency"])
+    judge = model_spec(base.judge, options["judge"], options["judge_backend"], options["judge_options"],
+                       options["judge_base_urls"], options["concurrency"])
+    variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
+    fields = {name: options[name] for name in ("dataset", "revision", "images", "limit", "max_tokens", "rationale",
+                                                "judge_retries", "batch_size", "judge_batch_size")
+              if options[name] is not None}
+    # These two act on this invocation only; they are never inherited from the stored run.
+    fields.update(retry_errors=bool(options["retry_errors"]), errors_as_missing=bool(options["errors_as_missing"]))
+    if options["max_tokens"] is None and candidate.name == DEFAULT_MODEL and base == RunConfig():
+        # A 135M model's answers past this are repetition; it keeps the demo to minutes on a CPU.
+        fields["max_tokens"] = EMBEDDED_MAX_TOKENS
+    if options["question_ids"]:
+        fields["question_ids"] = options["question_ids"]
+    if options["shard"] is not None:
+        fields["shard"] = options["shard"]
+    if options["limit"] == 0 or options["all_questions"]:
+        fields["limit"] = None
+    if options["all_questions"]:
+        fields.update(question_ids=(), shard=None)
+    return base.model_copy(update={"candidate": candidate, "judge": judge, "variant": variant, **fields})
+
+
+# How an inherited setting is named on the command line.
+RUN_FLAGS = {"dataset": "--dataset", "revision": "--revision", "variant": "--variant", "candidate": "--model",
+             "judge": "--judge", "limit": "--limit", "question_ids": "--question-id", "images": "--images",
+             "shard": "--shard", "max_tokens": "--max-tokens", "rationale": "--rationale",
+             "judge_retries": "--judge-retries", "batch_size": "--batch-size", "judge_batch_size": "--judge-batch-size"}
+
+
+def inherited_settings(options: Mapping[str, Any], config: RunConfig) -> dict[str, str]:
+    """The settings taken from the stored run: where ``config`` differs from what the same
+    options would give in an empty folder, each (by field) as the option that would set it."""
+    fresh = resolve_run_config(options, None)
+    named = {}
+    for name, flag in RUN_FLAGS.items():
+        value = getattr(config, name)
+        if value == getattr(fresh, name):
+            continue
+        if name in ("candidate", "judge"):
+            keys = f"; options {', '.join(sorted(value.options))}" if value.options else ""  # values may be secrets
+            named[name] = f"{flag} {value.name} ({value.backend}{keys})"
+        elif name == "question_ids":
+            named[name] = f"{flag} " + " ".join(value[:5]) + (f" and {len(value) - 5} more" if len(value) > 5 else "")
+        elif name == "shard":
+            named[name] = f"{flag} {value[0]}/{value[1]}"
+        elif name == "rationale":
+            named[name] = "--rationale" if value else "--no-rationale"
+        else:
+            named[name] = f"{flag} {'(none)' if value is None else value}"
+    return named

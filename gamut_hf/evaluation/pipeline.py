@@ -1,0 +1,345 @@
+"""The evaluation pipeline: generate an answer per question, judge every check, score.
+
+Three stages over one run store (:mod:`gamut_hf.evaluation.store`):
+
+1. **generate**: the candidate answers each question; fixed batches over the question list,
+   each committed in one transaction, so a rerun after a crash redoes only unfinished batches
+   and sees exactly the batches an uninterrupted run would have seen.
+2. **judge**: every check of every answered question on its own (SPEC section 3), whole
+   questions per backend call so a question's checks share their prompt prefix; an
+   unreadable verdict is retried, then stored as ``error`` with the raw output.
+3. **score**: from the store alone (SPEC section 4), writing the run folder's outputs
+   (:mod:`gamut_hf.evaluation.run_folder`: results.json, details.parquet, responses.parquet).
+
+Every row is keyed by a content hash of what determines it, so what is already stored is
+recognised before any model is loaded: a finished run starts no engine at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from gamut_hf.backends.base import Backend, Completion
+from gamut_hf.core.rubric import Check
+from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, Outcome, ScoreParams, score_run
+from gamut_hf.dataset.features import DETAILS_FEATURES
+from gamut_hf.evaluation.config import ModelSpec, RunConfig, stored_config
+from gamut_hf.evaluation.judge import (
+    GENERATE_PROMPT_VERSION,
+    JUDGE_PROMPT_VERSION,
+    generate_request,
+    judge_constraint,
+    judge_request,
+    parse_verdict,
+)
+from gamut_hf.evaluation.run_folder import RunResults, StageReport, write_outputs
+from gamut_hf.evaluation.source import PlannedQuestion, QuestionSource
+from gamut_hf.evaluation.store import (
+    RunStore,
+    StoredGeneration,
+    StoredVerdict,
+    content_key,
+)
+
+# -- keys ------------------------------------------------------------------------------------
+
+
+def generation_key(candidate: ModelSpec, question: PlannedQuestion, variant: str, max_tokens: int) -> str:
+    return content_key(kind="generation", model=candidate.fingerprint(), prompt_version=GENERATE_PROMPT_VERSION,
+                       question_id=question.id, variant=variant, prompt=question.prompt,
+                       image=question.image_sha, max_tokens=max_tokens, temperature=0)
+
+
+def verdict_key(judge: ModelSpec, generation: StoredGeneration, check: Check, rationale: bool) -> str:
+    return content_key(kind="verdict", judge=judge.fingerprint(), prompt_version=JUDGE_PROMPT_VERSION,
+                       rationale=rationale, generation=generation.key,
+                       response=hashlib.sha256(generation.response.encode()).hexdigest(),
+                       question_id=generation.question_id, check_id=check.id, check_text=check.text,
+                       temperature=0)
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+Echo = Callable[[str], None]
+
+
+# -- stage 1: generate -----------------------------------------------------------------------
+
+
+def generate(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo = print) -> StageReport:
+    """Answer every selected question that has no stored answer yet."""
+    report = StageReport(stage="generate")
+    questions = source.questions
+    keys = [generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions]
+    stored = store.generations(keys)
+    done = {k for k, g in stored.items() if g.error is None}
+    report.done_before = len(done)
+    if len(done) == len(keys):
+        echo(report.line("answers"))
+        return report
+    backend = config.candidate.load()
+    size = config.batch_size or backend.default_batch_size
+    started = time.perf_counter()
+    try:
+        with tqdm(total=len(keys) - len(done), desc="generate", unit="answer", dynamic_ncols=True) as bar:
+            # Fixed batches over the whole list: a resumed run sees the batches an
+            # uninterrupted one would (batched decoding is not invariant to batch makeup).
+            for batch in _chunks(list(zip(questions, keys, strict=True)), size):
+                todo = [(q, k) for q, k in batch if k not in done]
+                if not todo:
+                    continue
+                requests = [generate_request(q.prompt, source.image(q), config.max_tokens) for q, _ in todo]
+                completions = backend.complete(requests)
+                store.add_generations(
+                    {"key": k, "question_id": q.id, "variant": config.variant,
+                     "model": json.dumps(config.candidate.fingerprint(), sort_keys=True),
+                     "response": c.text, "error": c.error, "prompt_tokens": c.prompt_tokens,
+                     "completion_tokens": c.completion_tokens, "seconds": c.seconds}
+                    for (q, k), c in zip(todo, completions, strict=True))
+                report.add(completions)
+                report.failed += sum(c.error is not None for c in completions)
+                report.done_now += sum(c.error is None for c in completions)
+                bar.update(len(todo))
+    finally:
+        report.seconds = time.perf_counter() - started
+        backend.close()
+    echo(report.line("answers"))
+    return report
+
+
+def import_answers(config: RunConfig, source: QuestionSource, store: RunStore, responses: Mapping[str, str]) -> int:
+    """Store given answers (a submission's) as the candidate's generations, under the keys the
+    generate stage would use: the judge stage and scoring then treat them like any other answers."""
+    fingerprint = json.dumps(config.candidate.fingerprint(), sort_keys=True)
+    rows = [{"key": generation_key(config.candidate, q, config.variant, config.max_tokens), "question_id": q.id,
+             "variant": config.variant, "model": fingerprint, "response": responses[q.id], "error": None,
+             "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+            for q in source.questions if q.id in responses]
+    store.add_generations(rows)
+    return len(rows)
+
+
+# -- stage 2: judge --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    question: PlannedQuestion
+    generation: StoredGeneration
+    check: Check
+    key: str
+
+
+def _answered_checks(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+                     ) -> tuple[dict[str, StoredGeneration], list[JudgeJob]]:
+    """The stored answers (failed ones too) and a job, with its verdict key, for every check of
+    every successfully answered question: what the judge stage works through and scoring reads."""
+    generation_keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions}
+    generations = store.generations(generation_keys.values())
+    jobs: list[JudgeJob] = []
+    for question in questions:
+        generation = generations.get(generation_keys[question.id])
+        if generation is not None and generation.error is None:
+            jobs.extend(JudgeJob(question, generation, check, verdict_key(config.judge, generation, check,
+                                                                          config.rationale))
+                        for check in question.checks)
+    return generations, jobs
+
+
+def _judge_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+                ) -> tuple[list[JudgeJob], int, int]:
+    """The checks still to judge, whole questions together, and how many are stored or unanswerable."""
+    _, jobs = _answered_checks(config, questions, store)
+    unanswered = sum(len(q.checks) for q in questions) - len(jobs)
+    if config.retry_errors:
+        store.forget_errors(job.key for job in jobs)
+    stored = store.verdicts(job.key for job in jobs)
+    return [job for job in jobs if job.key not in stored], len(stored), unanswered
+
+
+def _question_batches(jobs: Sequence[JudgeJob], size: int) -> Iterator[list[JudgeJob]]:
+    """Batches of about ``size`` checks that never split a question."""
+    batch: list[JudgeJob] = []
+    for job in jobs:
+        if len(batch) >= size and batch[-1].question.id != job.question.id:
+            yield batch
+            batch = []
+        batch.append(job)
+    if batch:
+        yield batch
+
+
+def judge(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo = print) -> StageReport:
+    """Judge every check of every answered question that has no stored verdict yet."""
+    report = StageReport(stage="judge")
+    jobs, report.done_before, unanswered = _judge_jobs(config, source.questions, store)
+    if unanswered:
+        echo(f"judge: {unanswered} checks wait for an answer that is missing or failed (run generate again)")
+    if not jobs:
+        echo(report.line("checks"))
+        return report
+    backend = config.judge.load()
+    size = config.judge_batch_size or config.batch_size or backend.default_batch_size
+    constraint = judge_constraint(config.rationale)
+    judge_name = json.dumps(config.judge.fingerprint(), sort_keys=True)
+    errors = 0
+    started = time.perf_counter()
+    try:
+        with tqdm(total=len(jobs), desc="judge", unit="check", dynamic_ncols=True) as bar:
+            for batch in _question_batches(jobs, size):
+                image = {q.id: source.image(q) for q in {job.question.id: job.question for job in batch}.values()}
+                requests = [
+                    replace(judge_request(job.question.prompt, image[job.question.id], job.generation.response,
+                                          job.check, rationale=config.rationale), prefix_key=job.generation.key)
+                    for job in batch]
+                rows, failed = _judge_batch(backend, batch, requests, constraint, config.judge_retries, report)
+                for row in rows:
+                    row["judge"] = judge_name
+                store.add_verdicts(rows)
+                errors += sum(row["verdict"] == "error" for row in rows)
+                report.failed += failed
+                report.done_now += len(rows)
+                bar.update(len(batch))
+    finally:
+        report.seconds = time.perf_counter() - started
+        backend.close()
+    echo(report.line("checks"))
+    if errors:
+        echo(f"judge: {errors} verdicts unreadable after {config.judge_retries} retries, stored as error "
+             "(--retry-errors judges them again)")
+    return report
+
+
+def _judge_batch(backend: Backend, batch: Sequence[JudgeJob], requests: list[Any], constraint: Any,
+                 retries: int, report: StageReport) -> tuple[list[dict[str, Any]], int]:
+    """Judge a batch; unreadable answers are asked again up to ``retries`` times.
+
+    Returns the rows to store and the number of requests that failed outright (transport
+    errors after the backend's own retries): those are not stored, so a rerun asks again.
+    """
+    outcomes: dict[int, tuple[Completion, int]] = {}
+    pending = list(range(len(batch)))
+    for attempt in range(1, retries + 2):
+        completions = backend.complete([requests[i] for i in pending], constraint)
+        report.add(completions)
+        still = []
+        for i, completion in zip(pending, completions, strict=True):
+            outcomes[i] = (completion, attempt)
+            if completion.error is None and parse_verdict(completion.text).verdict is None:
+                still.append(i)
+        pending = still
+        if not pending:
+            break
+    rows, failed = [], 0
+    for i, job in enumerate(batch):
+        completion, attempts = outcomes[i]
+        if completion.error is not None:
+            failed += 1
+            continue
+        parsed = parse_verdict(completion.text)
+        rows.append({
+            "key": job.key, "generation_key": job.generation.key, "question_id": job.question.id,
+            "check_id": job.check.id, "verdict": parsed.verdict or "error", "rationale": parsed.rationale,
+            "raw": completion.text, "attempts": attempts, "prompt_tokens": completion.prompt_tokens,
+            "completion_tokens": completion.completion_tokens, "cached_tokens": completion.cached_tokens,
+            "seconds": completion.seconds})
+    return rows, failed
+
+
+# -- stage 3: score --------------------------------------------------------------------------
+
+
+def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
+    prompt = sum(r.prompt_tokens or 0 for r in rows)
+    cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
+    return {"calls": len(rows), "prompt_tokens": prompt, "completion_tokens": sum(r.completion_tokens or 0 for r in rows),
+            "seconds": round(sum(r.seconds or 0.0 for r in rows), 3), "cached_tokens": cached,
+            "cached_share": round(cached / prompt, 4) if prompt else 0.0}
+
+
+def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
+          params: ScoreParams = DEFAULT_SCORE_PARAMS, stages: Sequence[StageReport] = ()) -> RunResults:
+    """Score the run recorded in ``store`` from the store alone; write the run folder's outputs."""
+    config = stored_config(store)
+    if config is None:
+        from gamut_hf.files import InputError
+
+        raise InputError(f"{store.path}: no run recorded here (run `gamut run` or `gamut generate` first)")
+    info = store.info()
+    questions = [PlannedQuestion.from_store(row, i) for i, row in enumerate(store.questions(config.variant))]
+    selected = set(info.get("question_ids", [q.id for q in questions]))
+    questions = [q for q in questions if q.id in selected]
+    generations, jobs = _answered_checks(config, questions, store)
+    verdict_keys = {(job.question.id, job.check.id): job.key for job in jobs}
+    verdicts = store.verdicts(verdict_keys.values())
+
+    per_question: list[tuple[list[Check], dict[str, Outcome]]] = []
+    details: list[dict[str, Any]] = []
+    judge_errors = unfinished = 0
+    for q in questions:
+        outcomes: dict[str, Outcome] = {}
+        for check in q.checks:
+            stored = verdicts.get(verdict_keys.get((q.id, check.id), ""))
+            if stored is None:
+                unfinished += 1
+            elif stored.verdict == "error":
+                judge_errors += 1
+            # Unfinished work blocks the score exactly as a judge error does.
+            outcomes[check.id] = stored.verdict if stored is not None else "error"  # type: ignore[assignment]
+            details.append({
+                "question_id": q.id, "domain": q.domain, "check_id": check.id, "tier": check.tier,
+                "kind": check.kind, "item_id": check.item_id, "check_text": check.text,
+                "verdict": stored.verdict if stored else None, "rationale": stored.rationale if stored else None,
+                "raw": stored.raw if stored else None})
+        per_question.append((q.checks, outcomes))
+    run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
+    results = RunResults(
+        model=config.candidate.fingerprint(), judge=config.judge.fingerprint(),
+        dataset={"source": config.dataset, "revision": config.revision,
+                 "fingerprint": info.get("dataset_fingerprint")}, variant=config.variant,
+        prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
+        score=run_score, score_params=params, judge_errors=judge_errors, unfinished_checks=unfinished,
+        usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
+        stages=list(stages))
+    by_question = {g.question_id: g for g in generations.values()}
+    answered = [by_question[q.id] for q in questions if q.id in by_question]
+    responses = {"question_id": [g.question_id for g in answered], "response": [g.response for g in answered],
+                 "error": [g.error for g in answered]}
+    return write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
+
+
+# -- the whole run ---------------------------------------------------------------------------
+
+
+def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> None:
+    """Put the run's questions and settings in the store: from then on it scores alone."""
+    store.put_questions(q.stored(config.variant) for q in source.questions)
+    store.set_info(config=config.model_dump(mode="json"), question_ids=[q.id for q in source.questions],
+                   dataset_fingerprint=source.data._fingerprint)
+
+
+def run(config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"),
+        echo: Echo = print) -> RunResults | None:
+    """Generate, judge and score (or some of these) into the run folder ``out``."""
+    source = QuestionSource(config)
+    with RunStore(out) as store:
+        record_run(config, source, store)
+        reports = []
+        if "generate" in stages:
+            reports.append(generate(config, source, store, echo))
+        if "judge" in stages:
+            reports.append(judge(config, source, store, echo))
+        if "score" in stages:
+            return score(store, out, errors_as_missing=config.errors_as_missing, stages=reports)
+    return None

@@ -1,0 +1,194 @@
+"""A run folder's outputs: the one place that names, writes and reads them back.
+
+A scored run is three files: ``details.parquet`` (one row per check), ``responses.parquet``
+(the answer to each question) and ``results.json`` (the run's figures). ``results.json`` is
+written last and doubles as the manifest: it records the size and sha256 of the two tables
+it was scored with. A reader verifies each table it reads against that record, so a folder
+whose writer was killed between two files (new tables beside the old results.json), or whose
+files were changed by hand, is refused with one line instead of being read as a mix.
+Every file goes in through :mod:`gamut_hf.atomic` (temporary file, fsync, rename).
+
+The run store (``store.sqlite``) lives in the same folder but belongs to :mod:`gamut_hf.evaluation.store`;
+a result folder on the leaderboard has the three outputs and no store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from gamut_hf import atomic
+from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, RunScore, ScoreParams
+from gamut_hf.errors import first_problem
+from gamut_hf.files import InputError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from gamut_hf.backends.base import Completion
+
+RESULTS_FILE = "results.json"
+DETAILS_FILE = "details.parquet"
+RESPONSES_FILE = "responses.parquet"
+
+
+class RunFolderError(InputError):
+    """A run folder that is missing or cannot be read as one consistent run."""
+
+
+class StageReport(BaseModel):
+    """What one stage did; printed at its end and kept in results.json."""
+
+    stage: str
+    done_before: int = 0
+    done_now: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+    def add(self, completions: Sequence[Completion]) -> None:
+        self.prompt_tokens += sum(c.prompt_tokens for c in completions)
+        self.completion_tokens += sum(c.completion_tokens for c in completions)
+        self.cached_tokens += sum(c.cached_tokens or 0 for c in completions)
+
+    def line(self, unit: str) -> str:
+        rate = self.done_now / self.seconds if self.seconds else 0.0
+        text = (f"{self.stage}: {self.done_now} {unit} in {self.seconds:.1f} s ({rate:.2f}/s), "
+                f"{self.done_before} already stored")
+        if self.seconds and self.prompt_tokens:
+            text += f", {self.prompt_tokens / self.seconds:.0f} prompt tok/s"
+        if self.prompt_tokens and self.cached_tokens:
+            text += f", prefix cache {100 * self.cached_tokens / self.prompt_tokens:.0f}% of prompt tokens"
+        if self.failed:
+            text += f", {self.failed} failed (rerun to retry)"
+        return text
+
+
+class FileDigest(BaseModel):
+    """What results.json records of a table it was written with."""
+
+    size: int
+    sha256: str
+
+    @classmethod
+    def of(cls, data: bytes) -> FileDigest:
+        return cls(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+class RunResults(BaseModel):
+    """results.json: one run, one candidate, one judge, and the tables it was scored with."""
+
+    model: dict[str, Any]
+    judge: dict[str, Any]
+    dataset: dict[str, Any]
+    variant: str
+    prompt_versions: dict[str, str]
+    score: RunScore
+    # What the score was computed with: every reader rescoring details.parquet uses the same.
+    score_params: ScoreParams = DEFAULT_SCORE_PARAMS
+    judge_errors: int
+    unfinished_checks: int
+    usage: dict[str, dict[str, int | float]]
+    stages: list[StageReport] = Field(default_factory=list)
+    files: dict[str, FileDigest] = Field(default_factory=dict, description="file name -> its size and sha256")
+
+
+def _parquet_bytes(columns: Mapping[str, Sequence[Any]], features: Any) -> bytes:
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # pyarrow directly: the datasets file (features in the schema metadata), without a progress bar.
+    sink = pa.BufferOutputStream()
+    pq.write_table(datasets.Dataset.from_dict(dict(columns), features=features).data.table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def write_outputs(out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]],
+                  responses: Mapping[str, Sequence[Any]]) -> RunResults:
+    """Write details.parquet and responses.parquet (tables given column by column), then
+    results.json recording their digests; returns the results as written."""
+    from gamut_hf.dataset.features import DETAILS_FEATURES, RESPONSES_FEATURES
+
+    folder = Path(out)
+    digests = {}
+    for name, columns, features in ((DETAILS_FILE, details, DETAILS_FEATURES),
+                                    (RESPONSES_FILE, responses, RESPONSES_FEATURES)):
+        data = _parquet_bytes(columns, features)
+        atomic.write_bytes(folder / name, data)
+        digests[name] = FileDigest.of(data)
+    results = results.model_copy(update={"files": digests})
+    # Last: until it is in place a reader sees the old results.json, whose digests refuse the new tables.
+    atomic.write_text(folder / RESULTS_FILE, results.model_dump_json(indent=2) + "\n")
+    return results
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def is_run_folder(folder: str | Path) -> bool:
+    return (Path(folder) / RESULTS_FILE).is_file()
+
+
+def run_folders_in(root: str | Path) -> list[Path]:
+    """The run folders directly inside ``root``, by name."""
+    return sorted(path.parent for path in Path(root).glob(f"*/{RESULTS_FILE}"))
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A run folder's results.json, read and validated; its tables are read through :meth:`table`."""
+
+    folder: Path
+    results: RunResults
+
+    def table(self, name: str, columns: Sequence[str] | None = None, **options: Any) -> pa.Table:
+        """The table ``name``, refused unless its bytes are the ones results.json records."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = self.folder / name
+        expected = self.results.files.get(name)
+        if expected is None:
+            raise RunFolderError(f"{self.folder}: {RESULTS_FILE} records no {name}")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise RunFolderError(f"{self.folder}: {name} is missing; rewrite the folder with "
+                                 f"`gamut score {self.folder}`") from None
+        if FileDigest.of(data) != expected:
+            raise RunFolderError(f"{self.folder}: {name} is not the one {RESULTS_FILE} was written with (an "
+                                 f"interrupted write, or a file changed by hand); rewrite the folder with "
+                                 f"`gamut score {self.folder}`")
+        try:
+            return pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None, **options)
+        except Exception as error:  # pyarrow raises several types for a damaged or foreign file
+            raise RunFolderError(f"{path}: cannot be read as a GAMUT table ({error})".splitlines()[0]) from None
+
+
+def read_run_folder(folder: str | Path) -> RunFolder:
+    """A run folder's results.json, validated, with a one-line error for anything wrong."""
+    folder = Path(folder)
+    path = folder / RESULTS_FILE
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        raise RunFolderError(f"{folder}: not a run folder (no {RESULTS_FILE}); produce one with "
+                             f"`gamut run --out {folder}`") from None
+    try:
+        results = RunResults.model_validate_json(data)
+    except ValidationError as error:
+        where, message = first_problem(error)
+        raise RunFolderError(f"{path}: {where or 'top level'}: {message}") from None
+    missing = [name for name in (DETAILS_FILE, RESPONSES_FILE) if name not in results.files]
+    if missing:
+        raise RunFolderError(f"{path}: records no digest of {missing[0]} (written by an older gamut-hf); "
+                             f"rewrite the folder with `gamut score {folder}`")
+    return RunFolder(folder, results)

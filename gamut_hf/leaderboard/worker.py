@@ -1,0 +1,204 @@
+"""`gamut worker`: judge queued submissions and publish their results.
+
+Takes the oldest PENDING request, marks it RUNNING, stores its responses as the candidate's
+answers in a run store of its own, runs the judge stage and scoring of the pipeline, and
+writes the result folder (results.json, details.parquet, responses.parquet, model.json) into
+the results folder under the request's key. The request ends FINISHED, or FAILED with the
+reason; a score is only ever computed here, from the judge's verdicts.
+
+While it judges, the worker renews its claim (a heartbeat every third of the lease), so a
+worker that dies leaves a claim that goes stale and another worker takes over. With a hub
+requests repository, each claim and renewal is an exclusive commit on top of the commit just
+read: of two workers claiming one request, the hub accepts one commit and the other worker
+reads the repository again and moves on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from gamut_hf.atomic import folder_in_place, write_text
+from gamut_hf.dataset.hub import HubFolder, PushConflict, PushError
+from gamut_hf.evaluation.config import ModelSpec, RunConfig
+from gamut_hf.evaluation.pipeline import Echo, import_answers, judge, record_run, score
+from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE
+from gamut_hf.evaluation.source import QuestionSource
+from gamut_hf.evaluation.store import RunStore
+from gamut_hf.leaderboard.entries import CARD_FILE
+from gamut_hf.leaderboard.queue import LEASE, ClaimLost, RequestQueue, RequestRecord
+
+# A submission's answers are data, not a model: this backend name marks them and loads nothing.
+SUBMITTED_BACKEND = "submitted"
+CLAIM_ATTEMPTS = 5  # reads of the requests repo per claim before giving way to busier workers
+
+
+def worker_id() -> str:
+    """Who holds a claim: this machine and process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def submission_config(record: RequestRecord, responses: dict[str, str], dataset: str, judge_spec: ModelSpec) -> RunConfig:
+    upload = hashlib.sha256(json.dumps(responses, sort_keys=True).encode()).hexdigest()
+    candidate = ModelSpec(name=record.model.name, backend=SUBMITTED_BACKEND, options={"upload": upload})
+    return RunConfig(dataset=dataset, variant=record.model.variant, candidate=candidate, judge=judge_spec,
+                     question_ids=tuple(sorted(responses)) if record.partial else ())
+
+
+def evaluate(record: RequestRecord, responses: dict[str, str], dataset: str, judge_spec: ModelSpec,
+             work: Path, out: Path, echo: Echo = print) -> None:
+    """Judge one submission into ``out``; raises with the reason when it cannot be scored."""
+    config = submission_config(record, responses, dataset, judge_spec)
+    source = QuestionSource(config)
+    with RunStore(work) as store:
+        record_run(config, source, store)
+        import_answers(config, source, store, responses)
+        judge(config, source, store, echo)
+        results = score(store, work)
+    if results.score.gamut is None:
+        raise RuntimeError(f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} "
+                           "unjudged; the submission is kept and can be judged again")
+    with folder_in_place(out) as staging:  # the old folder stays whole until the new one is in
+        for name in (DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE):
+            shutil.copy2(work / name, staging / name)
+        card = {**record.model.model_dump(mode="json"), "partial": record.partial,
+                "submitted_by": record.submitted_by, "submitted_at": record.submitted_at.isoformat(),
+                "request": record.key}
+        write_text(staging / CARD_FILE, json.dumps(card, indent=2) + "\n")
+
+
+def publish_claim(queue: RequestQueue, record: RequestRecord, requests_hub: HubFolder, message: str) -> None:
+    """Commit the request file on top of the commit last read; PushConflict when another commit came first."""
+    requests_hub.push(queue.files(record.key)[:1], message, exclusive=True)
+
+
+def claim_next(queue: RequestQueue, worker: str, *, lease: timedelta = LEASE, requests_hub: HubFolder | None = None,
+               echo: Echo = print) -> RequestRecord | None:
+    """Claim the oldest free request, visibly to every worker sharing the queue; None when none is free."""
+    for _ in range(CLAIM_ATTEMPTS):
+        if requests_hub is not None:
+            requests_hub.pull()  # also puts the hub's copy back over a claim that lost its race
+        before = {r.key: r for r in queue.records()}
+        record = queue.claim(worker, lease=lease)
+        if record is None or requests_hub is None:
+            break
+        try:
+            publish_claim(queue, record, requests_hub, f"{record.key}: RUNNING ({worker})")
+        except PushConflict:
+            echo(f"{record.key}: the requests repo changed while claiming it; reading it again")
+            continue
+        except PushError:
+            queue.release(record)  # not visible to other workers: leave it waiting, here too
+            raise
+        break
+    else:
+        return None
+    if record is not None and before[record.key].status == "RUNNING":
+        previous = before[record.key]
+        echo(f"{record.key}: taking over from {previous.worker or 'a worker'}, silent since "
+             f"{(previous.heartbeat or previous.updated_at):%Y-%m-%d %H:%M:%S} UTC")
+    return record
+
+
+class Heartbeat(threading.Thread):
+    """Renews a claim every third of the lease while it is judged (on the hub too, exclusively)."""
+
+    def __init__(self, queue: RequestQueue, record: RequestRecord, lease: timedelta, requests_hub: HubFolder | None,
+                 echo: Echo):
+        super().__init__(daemon=True, name=f"heartbeat {record.key}")
+        self.queue, self.record, self.requests_hub, self.echo = queue, record, requests_hub, echo
+        self.interval = lease.total_seconds() / 3
+        self.stopped = threading.Event()
+        self.lost: ClaimLost | None = None
+
+    def beat(self) -> None:
+        for _ in range(CLAIM_ATTEMPTS):
+            if self.requests_hub is not None:
+                self.requests_hub.pull()  # another worker's takeover shows up here, as ClaimLost
+            self.record = self.queue.renew(self.record)
+            if self.requests_hub is None:
+                return
+            try:
+                publish_claim(self.queue, self.record, self.requests_hub, f"{self.record.key}: heartbeat")
+                return
+            except PushConflict:
+                continue
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            try:
+                self.beat()
+            except ClaimLost as error:
+                self.lost = error
+                self.echo(f"{error}; this worker's result will not be recorded")
+                return
+            except PushError as error:  # the hub is down: the next beat tries again
+                self.echo(f"heartbeat of {self.record.key} not sent: {error}")
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def process_next(queue: RequestQueue, results: Path, work_root: Path, dataset: str, judge_spec: ModelSpec,
+                 echo: Echo = print, *, requests_hub: HubFolder | None = None,
+                 results_hub: HubFolder | None = None, worker: str | None = None,
+                 lease: timedelta = LEASE) -> RequestRecord | None:
+    """Handle the oldest waiting request; None when there is none. With hub mirrors, every
+    status change and the result folder are pushed as they happen."""
+    worker = worker or worker_id()
+    record = claim_next(queue, worker, lease=lease, requests_hub=requests_hub, echo=echo)
+    if record is None:
+        return None
+    echo(f"judging {record.model.name} ({record.model.variant}, {record.questions} answers) for {record.submitted_by}")
+    heartbeat = Heartbeat(queue, record, lease, requests_hub, echo)
+    heartbeat.start()
+    try:
+        evaluate(record, queue.responses(record.key), dataset, judge_spec, work_root / record.key,
+                 results / record.key, echo)
+        heartbeat.stop()
+        if heartbeat.lost is not None:
+            return None
+        if results_hub is not None:
+            results_hub.push(sorted((results / record.key).iterdir()), f"results of {record.key}")
+    except Exception as error:  # noqa: BLE001 - every failure becomes the request's reason, never a crash
+        heartbeat.stop()
+        if heartbeat.lost is not None:
+            return None
+        reason = f"{type(error).__name__}: {error}".splitlines()[0]
+        echo(f"FAILED {record.key}: {reason}")
+        status, why = "FAILED", reason
+    else:
+        echo(f"FINISHED {record.key}")
+        status, why = "FINISHED", None
+    try:
+        record = queue.finish(heartbeat.record, status, why)
+    except ClaimLost as error:
+        echo(f"{error}; this worker's result will not be recorded")
+        return None
+    if requests_hub is not None:
+        requests_hub.push(queue.files(record.key)[:1], f"{record.key}: {record.status}")
+    return record
+
+
+def serve(queue: RequestQueue, results: Path, work_root: Path, dataset: str, judge_spec: ModelSpec, *,
+          once: bool, poll: float, echo: Echo = print, requests_hub: HubFolder | None = None,
+          results_hub: HubFolder | None = None, lease: timedelta = LEASE) -> int:
+    """Work through the queue; with ``once``, stop when it is empty. Returns how many were handled."""
+    handled = 0
+    while True:
+        record = process_next(queue, results, work_root, dataset, judge_spec, echo,
+                              requests_hub=requests_hub, results_hub=results_hub, lease=lease)
+        if record is not None:
+            handled += 1
+            continue
+        if once:
+            return handled
+        time.sleep(poll)
