@@ -9,7 +9,9 @@ from importlib import import_module
 from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: dict[str, str]
+) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``; ``exports`` maps each public
     name to the submodule that defines it."""
 

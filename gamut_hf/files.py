@@ -100,8 +100,10 @@ def decode_text(data: bytes, where: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InputError(f"{where}: not UTF-8 (invalid byte at offset {error.start})",
-                         reason=f"not UTF-8 (invalid byte at offset {error.start})") from None
+        raise InputError(
+            f"{where}: not UTF-8 (invalid byte at offset {error.start})",
+            reason=f"not UTF-8 (invalid byte at offset {error.start})",
+        ) from None
 
 
 def read_text(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES) -> str:
@@ -149,6 +151,7 @@ def _locate_duplicate(text: str) -> int | None:
     Only run once a duplicate is known: it reparses with the pure-Python scanner, whose object
     parser we can wrap to learn each value's offset (the C scanner reports none).
     """
+
     def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, *rest):
         ends: list[int] = [s_and_end[1]]  # each key starts after the previous value (or the brace)
 
@@ -159,7 +162,7 @@ def _locate_duplicate(text: str) -> int | None:
 
         pairs, end = JSONObject(s_and_end, strict, scan_value, None, list, memo)
         seen: set[str] = set()
-        for (key, _value), previous in zip(pairs, ends):
+        for (key, _value), previous in zip(pairs, ends, strict=False):
             if key in seen:
                 raise _Refused(f"duplicate key {key!r}", _BETWEEN_PAIRS.match(s_and_end[0], previous).end())
             seen.add(key)
@@ -178,7 +181,8 @@ def _locate_duplicate(text: str) -> int | None:
 
 
 def _locate_long_integer(text: str) -> int | None:
-    match = re.search(r"(?:^|(?<=[\s:,\[]))-?\d{%d,}" % (sys.get_int_max_str_digits() + 1), text)
+    digits = sys.get_int_max_str_digits() + 1
+    match = re.search(rf"(?:^|(?<=[\s:,\[]))-?\d{{{digits},}}", text)
     return match.start() if match else None
 
 
@@ -196,7 +200,7 @@ def _too_deep(value: Any, limit: int) -> bool:
 
 
 def _at(text: str, position: int | None) -> str:
-    """" at line L column C" (just the column for one-line text, a JSONL line), or ""."""
+    """ " at line L column C" (just the column for one-line text, a JSONL line), or ""."""
     if position is None:
         return ""
     column = position - (text.rfind("\n", 0, position) + 1) + 1
@@ -220,8 +224,10 @@ def parse_json(text: str, where: str) -> Any:
     except ValueError as error:  # an integer longer than int's max_str_digits
         if "integer string conversion" not in str(error):
             raise
-        reason = (f"integer too long{_at(text, _locate_long_integer(text))} "
-                  f"(the limit is {sys.get_int_max_str_digits():,} digits)")
+        reason = (
+            f"integer too long{_at(text, _locate_long_integer(text))} "
+            f"(the limit is {sys.get_int_max_str_digits():,} digits)"
+        )
     else:
         if not _too_deep(value, MAX_JSON_DEPTH):
             return value

@@ -58,14 +58,21 @@ def main() -> None:
     gamut = [sys.executable, "-m", "gamut_hf"]
     rows = []
     if not (annotations / "questions.jsonl").is_file():
-        rows.append(measure("generate synthetic", [*gamut, "synthetic", str(annotations),
-                                                   "--questions", str(args.questions)], env))
+        rows.append(
+            measure(
+                "generate synthetic", [*gamut, "synthetic", str(annotations), "--questions", str(args.questions)], env
+            )
+        )
     rows.append(measure("gamut build", [*gamut, "build", str(annotations), str(built), "--overwrite"], env))
     rows.append(measure("load_dataset, both configs (first load)", [sys.executable, "-c", LOAD, str(built)], env))
-    rows.append(measure("full pass, multimodal (decode every image)", [sys.executable, "-c", FULL_PASS, str(built)], env))
+    rows.append(
+        measure("full pass, multimodal (decode every image)", [sys.executable, "-c", FULL_PASS, str(built)], env)
+    )
     size = sum(p.stat().st_size for p in built.rglob("*.parquet")) / 2**20
-    print(f"\n{args.questions} questions; parquet {size:.0f} MiB; {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores\n")
+    print(
+        f"\n{args.questions} questions; parquet {size:.0f} MiB; {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores\n"
+    )
     print("| stage | wall s | peak RSS MiB |\n|---|---|---|")
     for name, seconds, peak in rows:
         print(f"| {name} | {seconds:.1f} | {peak:.0f} |")

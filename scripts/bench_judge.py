@@ -44,11 +44,13 @@ def judge_requests(minimum: int) -> list[ChatRequest]:
     requests: list[ChatRequest] = []
     round_ = 0
     while len(requests) < minimum:
-        for n, q in enumerate(questions):
+        for _n, q in enumerate(questions):
             response = middling_response(q) + (f" (Take {round_ + 1}.)" if round_ else "")
             key = f"{q.id}-{round_}"
-            requests.extend(dataclasses.replace(judge_request(q.text_question, None, response, c, rationale=False),
-                                                prefix_key=key) for c in q.checks)
+            requests.extend(
+                dataclasses.replace(judge_request(q.text_question, None, response, c, rationale=False), prefix_key=key)
+                for c in q.checks
+            )
         round_ += 1
     return requests
 
@@ -81,9 +83,15 @@ def measure(backend_name: str, options: dict, requests: list[ChatRequest], batch
     finally:
         seconds = time.perf_counter() - started
         backend.close()
-    return {"checks": len(verdicts), "seconds": round(seconds, 1), "checks_per_s": round(len(verdicts) / seconds, 2),
-            "engine_start_s": round(start_seconds, 1), "prompt_tokens": prompt,
-            "cached_share": round(cached / prompt, 3) if prompt else 0.0, "verdicts": verdicts}
+    return {
+        "checks": len(verdicts),
+        "seconds": round(seconds, 1),
+        "checks_per_s": round(len(verdicts) / seconds, 2),
+        "engine_start_s": round(start_seconds, 1),
+        "prompt_tokens": prompt,
+        "cached_share": round(cached / prompt, 3) if prompt else 0.0,
+        "verdicts": verdicts,
+    }
 
 
 def main() -> None:
@@ -93,37 +101,54 @@ def main() -> None:
     parser.add_argument("--only", choices=["transformers", "vllm"], default=None)
     args = parser.parse_args()
     requests = judge_requests(args.checks)
-    print(f"{len(requests)} checks over {len({r.prefix_key for r in requests})} question-responses, "
-          f"{platform.machine()}, {date.today()}", flush=True)
+    print(
+        f"{len(requests)} checks over {len({r.prefix_key for r in requests})} question-responses, "
+        f"{platform.machine()}, {date.today()}",
+        flush=True,
+    )
     figures = {}
     for backend_name, label, options in CONFIGS:
         if args.only and backend_name != args.only:
             continue
         result = measure(backend_name, options, requests, 64 if backend_name == "transformers" else 1024)
         figures[f"{backend_name}, {label}"] = result
-        print(f"{backend_name:12} {label:18} {result['checks_per_s']:7.2f} checks/s  ({result['seconds']} s, "
-              f"start {result['engine_start_s']} s, prompt tokens {result['prompt_tokens']}, "
-              f"cached {100 * result['cached_share']:.0f}%)", flush=True)
+        print(
+            f"{backend_name:12} {label:18} {result['checks_per_s']:7.2f} checks/s  ({result['seconds']} s, "
+            f"start {result['engine_start_s']} s, prompt tokens {result['prompt_tokens']}, "
+            f"cached {100 * result['cached_share']:.0f}%)",
+            flush=True,
+        )
     print("\n| backend | prefix reuse | checks/s | judging s | engine start s | prompt tokens served from cache |")
     print("|---|---|---|---|---|---|")
     for name, r in figures.items():
         backend_name, label = name.split(", ")
-        print(f"| {backend_name} | {label.split()[-1]} | {r['checks_per_s']} | {r['seconds']} | {r['engine_start_s']} "
-              f"| {100 * r['cached_share']:.0f}% |")
+        print(
+            f"| {backend_name} | {label.split()[-1]} | {r['checks_per_s']} | {r['seconds']} | {r['engine_start_s']} "
+            f"| {100 * r['cached_share']:.0f}% |"
+        )
     for backend_name in ("transformers", "vllm"):
-        on, off = (figures.get(f"{backend_name}, {label}") for label in
-                   (("prefix reuse on", "prefix reuse off") if backend_name == "transformers"
-                    else ("prefix caching on", "prefix caching off")))
+        on, off = (
+            figures.get(f"{backend_name}, {label}")
+            for label in (
+                ("prefix reuse on", "prefix reuse off")
+                if backend_name == "transformers"
+                else ("prefix caching on", "prefix caching off")
+            )
+        )
         if on and off:
             same = sum(a == b for a, b in zip(on["verdicts"], off["verdicts"], strict=True)) / len(on["verdicts"])
-            print(f"{backend_name}: reuse on / off = {on['checks_per_s'] / off['checks_per_s']:.2f}x; "
-                  f"same verdict on {100 * same:.1f}% of checks")
+            print(
+                f"{backend_name}: reuse on / off = {on['checks_per_s'] / off['checks_per_s']:.2f}x; "
+                f"same verdict on {100 * same:.1f}% of checks"
+            )
     t_on, v_on = figures.get("transformers, prefix reuse on"), figures.get("vllm, prefix caching on")
     if t_on and v_on:
         print(f"vllm / transformers (both with reuse) = {v_on['checks_per_s'] / t_on['checks_per_s']:.2f}x")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({k: {n: v for n, v in r.items() if n != "verdicts"} for k, r in figures.items()}, handle, indent=2)
+            json.dump(
+                {k: {n: v for n, v in r.items() if n != "verdicts"} for k, r in figures.items()}, handle, indent=2
+            )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ def main() -> None:
     if not any(results.glob("*/results.json")):
         simulate_runs(results, SimulationParams(judges=[SimulatedJudge(name="Gemini 3.1 Pro")], text_only_easing=None))
     start = time.perf_counter()
-    app, url = launch(SpaceConfig(results=results, requests=results.parent / "bench-requests", dataset=None,
-                                  login=False))
+    app, url = launch(
+        SpaceConfig(results=results, requests=results.parent / "bench-requests", dataset=None, login=False)
+    )
     startup = time.perf_counter() - start
     from gradio_client import Client
 
@@ -50,24 +51,43 @@ def main() -> None:
 
     keys = [e.key for e in load_entries(results)]
     client = Client(url, verbose=False)
-    every = (["open", "proprietary", "unknown"], ["multimodal", "text_only"], ["Gemini 3.1 Pro"],
-             ["under 10B", "10B to 100B", "over 100B", "unknown"], ["Gamut", "Gamut 95% CI", "AC", "V", "Ctx"])
+    every = (
+        ["open", "proprietary", "unknown"],
+        ["multimodal", "text_only"],
+        ["Gemini 3.1 Pro"],
+        ["under 10B", "10B to 100B", "over 100B", "unknown"],
+        ["Gamut", "Gamut 95% CI", "AC", "V", "Ctx"],
+    )
     rows = [("start (load 14 runs, intervals, index)", startup, startup)]
-    rows.append(("leaderboard: filter / columns / refresh", *timed(lambda: client.predict(*every, api_name="/refresh"))))
-    rows.append(("failures: list, one model, no filter",
-                 *timed(lambda: client.predict(keys[:1], "any", "any", "any", "any", api_name="/questions"))))
-    rows.append(("failures: list, two models, 4 filters",
-                 *timed(lambda: client.predict(keys[:2], "Food", "answer_critical", "missing", "process",
-                                               api_name="/questions"))))
+    rows.append(
+        ("leaderboard: filter / columns / refresh", *timed(lambda: client.predict(*every, api_name="/refresh")))
+    )
+    rows.append(
+        (
+            "failures: list, one model, no filter",
+            *timed(lambda: client.predict(keys[:1], "any", "any", "any", "any", api_name="/questions")),
+        )
+    )
+    rows.append(
+        (
+            "failures: list, two models, 4 filters",
+            *timed(
+                lambda: client.predict(keys[:2], "Food", "answer_critical", "missing", "process", api_name="/questions")
+            ),
+        )
+    )
     table, _ = client.predict(keys[:1], "any", "any", "contradicts", "any", api_name="/questions")
     question = table["data"][0][0]
-    rows.append(("failures: one question, two models side by side",
-                 *timed(lambda: client.predict(question, keys[:2], api_name="/question"))))
+    rows.append(
+        (
+            "failures: one question, two models side by side",
+            *timed(lambda: client.predict(question, keys[:2], api_name="/question")),
+        )
+    )
     # The report is built in the background from start; a visitor opening the tab later finds it ready.
     from gamut_hf.reports.report import build_report
 
-    rows.append(("(background) report build, 14 runs",
-                 *timed(lambda: build_report([results / k for k in keys]), 1)))
+    rows.append(("(background) report build, 14 runs", *timed(lambda: build_report([results / k for k in keys]), 1)))
     rows.append(("analysis: first open", *timed(lambda: client.predict(api_name="/analysis"), 1)))
     rows.append(("analysis: later opens", *timed(lambda: client.predict(api_name="/analysis"))))
 
@@ -97,7 +117,9 @@ def main() -> None:
         rows.append(("browser: click a model, failures listed", *timed(open_model)))
 
         def open_question():
-            page.locator("#failure-questions .virtual-body [role=row]").nth(1).locator("[data-testid^=cell-]").first.click()
+            page.locator("#failure-questions .virtual-body [role=row]").nth(1).locator(
+                "[data-testid^=cell-]"
+            ).first.click()
             expect(page.locator("#answer-left li.check").first).to_be_visible()
 
         rows.append(("browser: click a question, checks shown", *timed(open_question)))

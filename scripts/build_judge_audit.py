@@ -56,7 +56,7 @@ def first_clause(statement: str) -> str | None:
         for position, char in enumerate(statement):
             depth += {"(": 1, ")": -1}.get(char, 0)
             if depth == 0 and statement.startswith(separator, position):
-                head, tail = statement[:position], statement[position + len(separator):]
+                head, tail = statement[:position], statement[position + len(separator) :]
                 if len(head.split()) >= 3 and len(tail.split()) >= 3:
                     return head
     return None
@@ -82,10 +82,16 @@ def leaky_members(question: AnnotatedQuestion) -> set[tuple[str, str]]:
     leaves such a member out may still mention it there, so it is always written (gold meets)."""
     found = set()
     for item in question.meta_rubric.items:
-        members = item.elements if isinstance(item, StrictListItem) else \
-            item.options if isinstance(item, FlexibleListItem) else []
-        others = " ".join(t for other in question.meta_rubric.items if other is not item
-                          for t in item_texts(other)).casefold()
+        members = (
+            item.elements
+            if isinstance(item, StrictListItem)
+            else item.options
+            if isinstance(item, FlexibleListItem)
+            else []
+        )
+        others = " ".join(
+            t for other in question.meta_rubric.items if other is not item for t in item_texts(other)
+        ).casefold()
         found |= {(item.id, member) for member in members if member.casefold() in others}
     return found
 
@@ -106,8 +112,9 @@ class Writer:
         if state == "meets":
             self.paragraphs.append(sentence(item.statement))
         elif state == "contradicts":
-            self.paragraphs.append(f'Some sources say "{item.statement.rstrip(".")}", but that is wrong and '
-                                   "should be disregarded.")
+            self.paragraphs.append(
+                f'Some sources say "{item.statement.rstrip(".")}", but that is wrong and should be disregarded.'
+            )
         elif state == "partially_meets":
             self.paragraphs.append(sentence(partial))
         self.gold[check] = state
@@ -116,11 +123,17 @@ class Writer:
         if state == "meets":
             self.paragraphs.append(sentence(f"{item.subject} {item.relation} {item.object}"))
         elif state == "contradicts":
-            self.paragraphs.append(sentence(f"It is not the case that {lower_first(item.subject)} {item.relation} "
-                                            f"{item.object}; that is a misconception"))
+            self.paragraphs.append(
+                sentence(
+                    f"It is not the case that {lower_first(item.subject)} {item.relation} "
+                    f"{item.object}; that is a misconception"
+                )
+            )
         elif state == "partially_meets":
-            self.paragraphs.append(f"{item.subject} and {lower_first(item.object)} are connected in some way, "
-                                   "though the details are not simple.")
+            self.paragraphs.append(
+                f"{item.subject} and {lower_first(item.object)} are connected in some way, "
+                "though the details are not simple."
+            )
         self.gold[f"{item.id}.relationship"] = state
 
     def insight(self, item: StrictListItem | FlexibleListItem | ProcessItem, stated: bool) -> None:
@@ -138,12 +151,14 @@ class Writer:
         if text:
             self.paragraphs.append(text.strip())
         for n, element in enumerate(item.elements, 1):
-            self.gold[f"{item.id}.element.{n}"] = ("meets" if element in chosen else
-                                                    "contradicts" if element == denied else "missing")
+            self.gold[f"{item.id}.element.{n}"] = (
+                "meets" if element in chosen else "contradicts" if element == denied else "missing"
+            )
         self.insight(item, insight)
 
-    def flexible_list(self, item: FlexibleListItem, chosen: list[str], small_pool: int, thresholds: list[int],
-                      insight: bool) -> None:
+    def flexible_list(
+        self, item: FlexibleListItem, chosen: list[str], small_pool: int, thresholds: list[int], insight: bool
+    ) -> None:
         if chosen:
             self.paragraphs.append(f"On {item.label}: {', '.join(chosen)}.")
         count = len(chosen)
@@ -199,11 +214,13 @@ def write_response(question: AnnotatedQuestion, name: str, plan: str, params: An
         full = plan == "complete"
         forced = {member for item_id, member in leaky if item_id == item.id}
         if isinstance(item, KnowledgeItem):
-            writer.knowledge(item, "meets" if full else rng.choice(["meets", "missing", "contradicts",
-                                                                     "partially_meets"]))
+            writer.knowledge(
+                item, "meets" if full else rng.choice(["meets", "missing", "contradicts", "partially_meets"])
+            )
         elif isinstance(item, RelationshipItem):
-            writer.relationship(item, "meets" if full else rng.choice(["meets", "missing", "contradicts",
-                                                                        "partially_meets"]))
+            writer.relationship(
+                item, "meets" if full else rng.choice(["meets", "missing", "contradicts", "partially_meets"])
+            )
         elif isinstance(item, StrictListItem):
             if full:
                 writer.strict_list(item, list(item.elements), None, True)
@@ -218,8 +235,14 @@ def write_response(question: AnnotatedQuestion, name: str, plan: str, params: An
                 chosen = list(item.options)
             else:
                 # Below, at and above the threshold equally often, so every coverage answer occurs.
-                size = rng.choice([rng.randint(1, max(1, item.threshold - 1)), item.threshold,
-                                   rng.randint(item.threshold, len(item.options)), 0])
+                size = rng.choice(
+                    [
+                        rng.randint(1, max(1, item.threshold - 1)),
+                        item.threshold,
+                        rng.randint(item.threshold, len(item.options)),
+                        0,
+                    ]
+                )
                 picked = set(rng.sample(item.options, size)) | forced
                 chosen = [o for o in item.options if o in picked]
             writer.flexible_list(item, chosen, params.small_pool_max, thresholds, full or rng.random() < 0.5)
@@ -230,8 +253,15 @@ def write_response(question: AnnotatedQuestion, name: str, plan: str, params: An
             else:
                 required = [i for i in indexes if item.steps[i].required]
                 shape = rng.choice(["all", "some", "swapped" if len(required) >= 2 else "some", "none"])
-                shown = indexes if shape == "all" else sorted(rng.sample(indexes, rng.randint(1, len(indexes)))) \
-                    if shape == "some" else indexes[:] if shape == "swapped" else []
+                shown = (
+                    indexes
+                    if shape == "all"
+                    else sorted(rng.sample(indexes, rng.randint(1, len(indexes))))
+                    if shape == "some"
+                    else indexes[:]
+                    if shape == "swapped"
+                    else []
+                )
                 if shape == "swapped":
                     a, b = rng.sample(required, 2)
                     shown[a], shown[b] = shown[b], shown[a]
@@ -260,11 +290,23 @@ def build() -> str:
             if entry["question_id"] == question.id:
                 bases.append((entry["name"], entry["response"], entry["gold"], "prose"))
         for name, response, gold, style in bases:
-            assert list(gold) == [c.id for c in question.checks], (question.id, name, set(gold) ^
-                                                                  {c.id for c in question.checks})
-            rows.append({"id": f"{question.id}/{name}", "question_id": question.id, "style": style, "twin_of": None,
-                         "injection": None, "response": response, "gold": gold,
-                         "gold_score": gold_score(question, gold)})
+            assert list(gold) == [c.id for c in question.checks], (
+                question.id,
+                name,
+                set(gold) ^ {c.id for c in question.checks},
+            )
+            rows.append(
+                {
+                    "id": f"{question.id}/{name}",
+                    "question_id": question.id,
+                    "style": style,
+                    "twin_of": None,
+                    "injection": None,
+                    "response": response,
+                    "gold": gold,
+                    "gold_score": gold_score(question, gold),
+                }
+            )
         # The complete response has nothing to gain; the others each get one injection, the
         # kinds and their variants taken in turn over the whole set, appended and embedded alternately.
         for name, response, gold, style in bases[1:]:
@@ -273,10 +315,18 @@ def build() -> str:
             text = texts[(turn // len(INJECTION_KINDS)) % len(texts)]
             position = "appended" if turn % 2 == 0 else "embedded"
             turn += 1
-            rows.append({"id": f"{question.id}/{name}+{kind}", "question_id": question.id, "style": style,
-                         "twin_of": f"{question.id}/{name}", "injection": {"kind": kind, "position": position},
-                         "response": inject(response, text, position), "gold": gold,
-                         "gold_score": gold_score(question, gold)})
+            rows.append(
+                {
+                    "id": f"{question.id}/{name}+{kind}",
+                    "question_id": question.id,
+                    "style": style,
+                    "twin_of": f"{question.id}/{name}",
+                    "injection": {"kind": kind, "position": position},
+                    "response": inject(response, text, position),
+                    "gold": gold,
+                    "gold_score": gold_score(question, gold),
+                }
+            )
     assert all(entry["question_id"] in by_id for entry in prose)
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 

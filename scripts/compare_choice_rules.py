@@ -38,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
 
     audit = load_audit_set(AUDIT_FILE)
-    responses = audit.responses[:args.limit] if args.limit else audit.responses
+    responses = audit.responses[: args.limit] if args.limit else audit.responses
     started = time.perf_counter()
     logprobs: dict[str, list[list[float]]] = {}
     digests = {r.id: hashlib.sha256(r.response.encode()).hexdigest() for r in responses}
@@ -56,44 +56,72 @@ def main() -> None:
             if all(key in earlier for key in keys):
                 logprobs.update({key: earlier[key] for key in keys})
                 continue
-            requests = [replace(judge_request(question.prompt, None, response.response, check, rationale=False),
-                                prefix_key=response.id) for check in question.checks]
+            requests = [
+                replace(
+                    judge_request(question.prompt, None, response.response, check, rationale=False),
+                    prefix_key=response.id,
+                )
+                for check in question.checks
+            ]
             for check, scored in zip(question.checks, backend.option_logprobs(requests, VERDICTS), strict=True):
                 logprobs[f"{response.id}\t{check.id}"] = scored.logprobs
             if number % 10 == 0:
-                print(f"{number}/{len(responses)} responses, {len(logprobs)} checks, "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                print(
+                    f"{number}/{len(responses)} responses, {len(logprobs)} checks, "
+                    f"{time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
     seconds = time.perf_counter() - started
 
     figures = {}
     for rule in TRANSFORMERS_CHOICE_RULES:
-        judged = {key: VERDICTS[max(range(len(VERDICTS)), key=lambda j, s=scores: rank_option(s[j], rule))]
-                  for key, scores in logprobs.items()}
+        judged = {
+            key: VERDICTS[max(range(len(VERDICTS)), key=lambda j, s=scores: rank_option(s[j], rule))]
+            for key, scores in logprobs.items()
+        }
         measured = measure(audit, judged)
         figures[rule] = {
-            "accuracy": measured["accuracy"], "kappa": measured["kappa"],
+            "accuracy": measured["accuracy"],
+            "kappa": measured["kappa"],
             "confusion": measured["confusion"],
-            "question_score_mae": measured["question_score_mae"], "gamut_mae": measured["gamut_mae"],
+            "question_score_mae": measured["question_score_mae"],
+            "gamut_mae": measured["gamut_mae"],
             "flip_rate": measured["injection"].flip_rate if measured["injection"] else None,
             "false_meets_rate": measured["injection"].false_meets_rate if measured["injection"] else None,
             "judged_shares": {v: sum(1 for j in judged.values() if j == v) / len(judged) for v in VERDICTS},
         }
     scored = len(logprobs) - len(set(logprobs) & set(earlier))
-    print(f"{scored} checks scored in {seconds:.0f} s ({scored / seconds:.2f} checks/s), "
-          f"{len(logprobs) - scored} reused from --reuse")
-    print("| rule | kappa | accuracy | question score MAE | Gamut MAE | flip rate | judged meets / partial / "
-          "missing / contradicts |")
+    print(
+        f"{scored} checks scored in {seconds:.0f} s ({scored / seconds:.2f} checks/s), "
+        f"{len(logprobs) - scored} reused from --reuse"
+    )
+    print(
+        "| rule | kappa | accuracy | question score MAE | Gamut MAE | flip rate | judged meets / partial / "
+        "missing / contradicts |"
+    )
     print("|---|---|---|---|---|---|---|")
     for rule, f in figures.items():
         shares = " / ".join(f"{100 * f['judged_shares'][v]:.0f}%" for v in VERDICTS)
-        print(f"| {rule} | {f['kappa']:.3f} | {100 * f['accuracy']:.1f}% | {f['question_score_mae']:.3f} | "
-              f"{f['gamut_mae']:.1f} | {100 * (f['flip_rate'] or 0):.1f}% | {shares} |")
+        print(
+            f"| {rule} | {f['kappa']:.3f} | {100 * f['accuracy']:.1f}% | {f['question_score_mae']:.3f} | "
+            f"{f['gamut_mae']:.1f} | {100 * (f['flip_rate'] or 0):.1f}% | {shares} |"
+        )
     best = max(figures, key=lambda rule: figures[rule]["kappa"])
     print(f"best by kappa: {best}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"model": args.model, "checks": len(logprobs), "seconds": seconds, "best": best,
-                       "rules": figures, "response_digests": digests, "logprobs": logprobs}, handle)
+            json.dump(
+                {
+                    "model": args.model,
+                    "checks": len(logprobs),
+                    "seconds": seconds,
+                    "best": best,
+                    "rules": figures,
+                    "response_digests": digests,
+                    "logprobs": logprobs,
+                },
+                handle,
+            )
 
 
 if __name__ == "__main__":

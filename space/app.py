@@ -25,10 +25,16 @@ REQUESTS_REPO = os.environ.get("GAMUT_REQUESTS_REPO")
 results_hub = HubFolder(RESULTS_REPO, DATA / "results") if RESULTS_REPO else None
 requests_hub = HubFolder(REQUESTS_REPO, DATA / "requests") if REQUESTS_REPO else None
 # The queue is read from the hub on every page load, queue refresh and submission (build_app).
-demo = build_app(SpaceConfig(results=DATA / "results", requests=DATA / "requests",
-                             dataset=os.environ.get("GAMUT_DATASET", "gamut-sample"),
-                             primary_judge=os.environ.get("GAMUT_PRIMARY_JUDGE") or None,
-                             results_hub=results_hub, requests_hub=requests_hub))
+demo = build_app(
+    SpaceConfig(
+        results=DATA / "results",
+        requests=DATA / "requests",
+        dataset=os.environ.get("GAMUT_DATASET", "gamut-sample"),
+        primary_judge=os.environ.get("GAMUT_PRIMARY_JUDGE") or None,
+        results_hub=results_hub,
+        requests_hub=requests_hub,
+    )
+)
 
 if __name__ == "__main__":
     demo.launch(**launch_options())

@@ -27,7 +27,11 @@ def run_gamut(*args: str, cwd: Path | None = None, env: dict | None = None, time
     """Run the real console entry point in a subprocess, as a user would."""
     done = subprocess.run(
         [sys.executable, "-m", "gamut_hf", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
     )
     return CliResult(done.returncode, done.stdout, done.stderr)
 
@@ -51,4 +55,3 @@ def scripted_endpoint():
     server = FakeEndpoint(responder=scripted)
     yield server
     server.stop()
-

@@ -103,17 +103,40 @@ class FakeEndpoint:
                 if action == "garbage":
                     return 200, b"<html>not json</html>", {}
                 if action == "bare":  # no usage, as some servers answer
-                    return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": "fake", "choices": [
-                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}]}, {}
+                    return (
+                        200,
+                        {
+                            "id": "c",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": "fake",
+                            "choices": [
+                                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}
+                            ],
+                        },
+                        {},
+                    )
                 time.sleep(float(action.partition(":")[2]) if action.startswith("sleep") else endpoint.delay)
                 content = endpoint.responder(body) if endpoint.responder else f"echo:{text}"
-                return 200, {
-                    "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": "fake",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": len(text), "completion_tokens": 3,
-                              "total_tokens": len(text) + 3, "prompt_tokens_details": {"cached_tokens": 2}},
-                }, {}
+                return (
+                    200,
+                    {
+                        "id": "cmpl-1",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "fake",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                        ],
+                        "usage": {
+                            "prompt_tokens": len(text),
+                            "completion_tokens": 3,
+                            "total_tokens": len(text) + 3,
+                            "prompt_tokens_details": {"cached_tokens": 2},
+                        },
+                    },
+                    {},
+                )
 
         return Handler
 

@@ -54,8 +54,26 @@ def slug(text: str) -> str:
 
 def api_run(gamut, out: Path, url: str, model: str, judge: str, variant: str, limit: int = 10) -> Path:
     """One run through the real CLI, candidate and judge both behind ``url``."""
-    done = gamut("run", "--out", out, "--model", model, "--backend", "openai", "--base-url", url,
-                 "--judge", judge, "--judge-backend", "openai", "--judge-base-url", url,
-                 "--variant", variant, "--limit", str(limit))
+    done = gamut(
+        "run",
+        "--out",
+        out,
+        "--model",
+        model,
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--judge",
+        judge,
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        url,
+        "--variant",
+        variant,
+        "--limit",
+        str(limit),
+    )
     assert done.code == 0, done.err
     return out

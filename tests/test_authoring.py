@@ -29,18 +29,41 @@ SAMPLE_IMAGES = Path(__file__).resolve().parents[1] / "gamut_hf" / "data" / "gam
 WORDS = re.compile(r"[a-z]{4,}")
 
 SNIPPETS = [
-    ("https://example.org/espresso", "Espresso grind", "Espresso needs a fine, uniform grind from a burr grinder; "
-     "blade grinders give uneven particles and sour shots."),
-    ("https://example.org/beans", "Storing beans", "Keep roasted coffee beans in an airtight opaque container away "
-     "from heat, light and moisture; buy small amounts every two weeks."),
-    ("https://example.org/rest", "Resting beans", "Freshly roasted beans release carbon dioxide; espresso is best "
-     "brewed after the beans rest one to two weeks after roasting."),
-    ("https://example.org/cat-teeth", "Cat dental care", "Brush a cat's teeth daily with a pet toothpaste; human "
-     "toothpaste contains fluoride that is toxic to cats."),
-    ("https://example.org/cat-disease", "Feline dental disease", "Older cats often develop periodontal disease and "
-     "tooth resorption; yearly veterinary dental checks catch them early."),
-    ("https://example.org/rocket-fuel", "Rocket propellants", "Liquid rocket engines burn a fuel with an oxidiser "
-     "such as liquid oxygen; the propellant choice sets the specific impulse."),
+    (
+        "https://example.org/espresso",
+        "Espresso grind",
+        "Espresso needs a fine, uniform grind from a burr grinder; "
+        "blade grinders give uneven particles and sour shots.",
+    ),
+    (
+        "https://example.org/beans",
+        "Storing beans",
+        "Keep roasted coffee beans in an airtight opaque container away "
+        "from heat, light and moisture; buy small amounts every two weeks.",
+    ),
+    (
+        "https://example.org/rest",
+        "Resting beans",
+        "Freshly roasted beans release carbon dioxide; espresso is best "
+        "brewed after the beans rest one to two weeks after roasting.",
+    ),
+    (
+        "https://example.org/cat-teeth",
+        "Cat dental care",
+        "Brush a cat's teeth daily with a pet toothpaste; human toothpaste contains fluoride that is toxic to cats.",
+    ),
+    (
+        "https://example.org/cat-disease",
+        "Feline dental disease",
+        "Older cats often develop periodontal disease and "
+        "tooth resorption; yearly veterinary dental checks catch them early.",
+    ),
+    (
+        "https://example.org/rocket-fuel",
+        "Rocket propellants",
+        "Liquid rocket engines burn a fuel with an oxidiser "
+        "such as liquid oxygen; the propellant choice sets the specific impulse.",
+    ),
 ]
 
 
@@ -59,20 +82,48 @@ def _draft_for(text: str, attempt: int) -> dict:
     ids = re.findall(r"\[(s-[0-9a-f]{10})\]", text)
     first, second = (ids + ids)[:2] if ids else ("s-0000000000", "s-0000000000")
     items = [
-        {"id": "i1", "tier": "answer_critical", "type": "knowledge", "label": "grind",
-         "statement": "Espresso needs a fine uniform grind from a burr grinder.", "evidence": [first]},
-        {"id": "i2", "tier": "valuable", "type": "flexible_list", "label": "storage enemies",
-         "options": ["heat", "light", "moisture"], "threshold": 2, "evidence": [second]},
+        {
+            "id": "i1",
+            "tier": "answer_critical",
+            "type": "knowledge",
+            "label": "grind",
+            "statement": "Espresso needs a fine uniform grind from a burr grinder.",
+            "evidence": [first],
+        },
+        {
+            "id": "i2",
+            "tier": "valuable",
+            "type": "flexible_list",
+            "label": "storage enemies",
+            "options": ["heat", "light", "moisture"],
+            "threshold": 2,
+            "evidence": [second],
+        },
     ]
     if "PLANT-THRESHOLD" in text and "It failed validation" not in text:
         items[1]["threshold"] = 9  # above the pool of 3: caught, repaired in the next round
     if "PLANT-PROCESS" in text:  # a process with no required step, every round: the draft fails
-        items.append({"id": "i3", "tier": "valuable", "type": "process", "label": "brew",
-                      "steps": [{"text": "grind", "required": False}, {"text": "tamp", "required": False}],
-                      "evidence": [first]})
+        items.append(
+            {
+                "id": "i3",
+                "tier": "valuable",
+                "type": "process",
+                "label": "brew",
+                "steps": [{"text": "grind", "required": False}, {"text": "tamp", "required": False}],
+                "evidence": [first],
+            }
+        )
     if "PLANT-UNSUPPORTED" in text:  # valid, but its cited snippet says nothing of it: caught by the audit
-        items.append({"id": "i3", "tier": "context", "type": "knowledge", "label": "moon",
-                      "statement": "The moon orbits the earth every twenty seven days.", "evidence": [first]})
+        items.append(
+            {
+                "id": "i3",
+                "tier": "context",
+                "type": "knowledge",
+                "label": "moon",
+                "statement": "The moon orbits the earth every twenty seven days.",
+                "evidence": [first],
+            }
+        )
     return {"question_id": "ignored", "items": items}
 
 
@@ -80,26 +131,59 @@ def author_model(body: dict) -> str:
     system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
     text = user_text(body)
     if system == PROPOSE_SYSTEM:
-        return json.dumps({"candidates": [
-            {"question": "Isn't this obviously the best way to make coffee?", "text_question": "Isn't espresso best?",
-             "entity": "espresso", "domain": "Food", "research_steps": []},
-            {"question": "How do I brew espresso like this at home?", "text_question": "How do I brew espresso at home?",
-             "entity": "espresso", "domain": "Food", "research_steps": ["grind"]},
-            {"question": "What grind and beans make a drink like this at home, and how should I store the beans?",
-             "text_question": "What grind and beans make espresso at home, and how should I store coffee beans?",
-             "entity": "espresso", "domain": "Food", "research_steps": ["grind", "beans", "storage"]},
-            {"question": "How should I store the beans for this drink?",
-             "text_question": "How should I store coffee beans for espresso?",
-             "entity": "espresso", "domain": "Food", "research_steps": ["storage"]},
-            {"question": "Where did my friend buy this drink, and what did they pay for it?",
-             "text_question": "Where did my friend buy this espresso?",
-             "entity": "espresso", "domain": "Food", "research_steps": []},
-        ]})
+        return json.dumps(
+            {
+                "candidates": [
+                    {
+                        "question": "Isn't this obviously the best way to make coffee?",
+                        "text_question": "Isn't espresso best?",
+                        "entity": "espresso",
+                        "domain": "Food",
+                        "research_steps": [],
+                    },
+                    {
+                        "question": "How do I brew espresso like this at home?",
+                        "text_question": "How do I brew espresso at home?",
+                        "entity": "espresso",
+                        "domain": "Food",
+                        "research_steps": ["grind"],
+                    },
+                    {
+                        "question": "What grind and beans make a drink like this at home, and how should I store the beans?",
+                        "text_question": "What grind and beans make espresso at home, and how should I store coffee beans?",
+                        "entity": "espresso",
+                        "domain": "Food",
+                        "research_steps": ["grind", "beans", "storage"],
+                    },
+                    {
+                        "question": "How should I store the beans for this drink?",
+                        "text_question": "How should I store coffee beans for espresso?",
+                        "entity": "espresso",
+                        "domain": "Food",
+                        "research_steps": ["storage"],
+                    },
+                    {
+                        "question": "Where did my friend buy this drink, and what did they pay for it?",
+                        "text_question": "Where did my friend buy this espresso?",
+                        "entity": "espresso",
+                        "domain": "Food",
+                        "research_steps": [],
+                    },
+                ]
+            }
+        )
     if system == SCREEN_SYSTEM:
         leading = "obviously" in text
-        return json.dumps({"leading": leading, "open_ended": True, "needs_research": True,
-                           "stranger_test": "my " not in text,
-                           "research_intensity": 5 if "grind and beans" in text else 2, "reason": "scripted"})
+        return json.dumps(
+            {
+                "leading": leading,
+                "open_ended": True,
+                "needs_research": True,
+                "stranger_test": "my " not in text,
+                "research_intensity": 5 if "grind and beans" in text else 2,
+                "reason": "scripted",
+            }
+        )
     if system == DRAFT_SYSTEM:
         return json.dumps(_draft_for(text, 0))
     if system == AUDIT_SYSTEM:
@@ -131,11 +215,13 @@ def test_propose_draft_refine_review_export_build(gamut, author_endpoint, tmp_pa
         reasons = {p["question"]: p["reasons"] for p in proposals if p["image"] == images[0].name}
         assert any("leading" in r for r in reasons["Isn't this obviously the best way to make coffee?"])
         assert any("names the entity" in r for r in reasons["How do I brew espresso like this at home?"])
-        assert any("stranger test" in r
-                   for r in reasons["Where did my friend buy this drink, and what did they pay for it?"])
+        assert any(
+            "stranger test" in r for r in reasons["Where did my friend buy this drink, and what did they pay for it?"]
+        )
         chosen = [p for p in proposals if p["status"] == "selected"]
         assert {p["question"] for p in chosen} == {
-            "What grind and beans make a drink like this at home, and how should I store the beans?"}
+            "What grind and beans make a drink like this at home, and how should I store the beans?"
+        }
         assert all("most research-intensive" in p["reasons"][0] for p in chosen)
         assert [p["status"] for p in proposals].count("kept") == 2  # the storage question: kept, not chosen
         ids = [q.id for q in store.questions()]
@@ -151,8 +237,7 @@ def test_propose_draft_refine_review_export_build(gamut, author_endpoint, tmp_pa
         for qid in ids:
             store.edit(qid, "ana", "status", "accepted")
         first = store.question(ids[0])
-        edited = [dict(c, text=c["text"] + " (checked by ana)") if c["id"] == "i1.fact" else c
-                  for c in compiled(first)]
+        edited = [dict(c, text=c["text"] + " (checked by ana)") if c["id"] == "i1.fact" else c for c in compiled(first)]
         store.edit(ids[0], "ana", "binary_rubric", edited)
     done = gamut("author", "export", work, tmp_path / "annotations")
     assert done.code == 0 and "exported 2 accepted" in done.out
@@ -175,10 +260,21 @@ def compiled(question: AuthoredQuestion) -> list[dict]:
 
 
 def planted(store: AuthoringStore, qid: str, cue: str) -> None:
-    store.put_question(AuthoredQuestion(
-        id=qid, image="x.png", domain="Food", question=f"How should I make this drink? {cue}".strip(),
-        text_question=f"How should I grind and store espresso coffee beans? {cue}".strip(), entity="espresso",
-        meta_rubric=None, binary_rubric=None, stage="proposed", status="open", updated_at=""))
+    store.put_question(
+        AuthoredQuestion(
+            id=qid,
+            image="x.png",
+            domain="Food",
+            question=f"How should I make this drink? {cue}".strip(),
+            text_question=f"How should I grind and store espresso coffee beans? {cue}".strip(),
+            entity="espresso",
+            meta_rubric=None,
+            binary_rubric=None,
+            stage="proposed",
+            status="open",
+            updated_at="",
+        )
+    )
 
 
 def test_planted_errors_are_caught_at_the_right_stage(gamut, author_endpoint, tmp_path):
@@ -204,8 +300,7 @@ def test_planted_errors_are_caught_at_the_right_stage(gamut, author_endpoint, tm
 
     done = gamut("author", "refine", work, "--snippets", snippets, *api(author_endpoint.url))
     assert done.code == 0, done.err
-    assert ("plant-unsupported: item i3: removed: unsupported by its cited snippets and by a new search"
-            in done.out)
+    assert "plant-unsupported: item i3: removed: unsupported by its cited snippets and by a new search" in done.out
     audit = json.loads((work / "rubrics" / "plant-unsupported.audit.json").read_text())
     verdicts = {f["item_id"]: f["verdict"] for f in audit["items"]}
     assert verdicts["i3"] == "removed" and verdicts["i1"] == "supported"
@@ -222,8 +317,9 @@ def test_bad_authoring_inputs_are_one_line_errors(gamut, tmp_path):
     assert done.code == 2 and done.err.count("\n") == 1 and f"{bad}:2:" in done.err
     done = gamut("author", "draft", tmp_path / "work")
     assert done.code == 2 and "--snippets FILE" in done.err
-    done = gamut("author", "propose", SAMPLE_IMAGES / sorted(p.name for p in SAMPLE_IMAGES.iterdir())[0],
-                 "--out", tmp_path / "w")
+    done = gamut(
+        "author", "propose", SAMPLE_IMAGES / sorted(p.name for p in SAMPLE_IMAGES.iterdir())[0], "--out", tmp_path / "w"
+    )
     assert done.code == 2 and "needs a multimodal model" in done.err
     done = gamut("author", "export", tmp_path / "nowhere", tmp_path / "out")
     assert done.code == 2 and "no authoring workspace" in done.err
@@ -236,8 +332,19 @@ def test_a_real_small_model_drafts_through_the_repair_loop_and_audits(gamut, aut
     work, snippets = tmp_path / "work", write_snippets(tmp_path / "snippets.jsonl")
     with AuthoringStore(work) as store:
         planted(store, "real", "")
-    done = gamut("author", "draft", work, "--snippets", snippets, "--rounds", "2", "--model", "smollm2-135m",
-                 "--max-tokens", "120")
+    done = gamut(
+        "author",
+        "draft",
+        work,
+        "--snippets",
+        snippets,
+        "--rounds",
+        "2",
+        "--model",
+        "smollm2-135m",
+        "--max-tokens",
+        "120",
+    )
     assert done.code in (0, 2), done.err
     with AuthoringStore(work) as store:
         rounds = store.rounds("real")
@@ -298,12 +405,15 @@ def test_a_real_multimodal_model_proposes_and_its_unusable_answer_is_kept_with_t
 
     model = build_tiny_llava(tmp_path / "tiny-llava")
     image = sorted(SAMPLE_IMAGES.iterdir())[0]
-    done = gamut("author", "propose", image, "--out", tmp_path / "work", "--model", str(model),
-                 "--backend", "transformers")
+    done = gamut(
+        "author", "propose", image, "--out", tmp_path / "work", "--model", str(model), "--backend", "transformers"
+    )
     assert done.code == 0, done.err
     assert done.out.startswith("1 candidates for 1 images: 0 chosen, 1 rejected")
     with AuthoringStore(tmp_path / "work") as store:
         [row] = store.proposals()
-        assert row["status"] == "rejected" and row["reasons"][0].startswith("the model's answer is not a candidate list")
+        assert row["status"] == "rejected" and row["reasons"][0].startswith(
+            "the model's answer is not a candidate list"
+        )
         assert store.questions() == []
         assert (store.folder / "images" / image.name).is_file()

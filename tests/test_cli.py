@@ -64,8 +64,9 @@ def test_examples_validate_and_compile(gamut):
 
 def test_piping_into_a_closed_pipe_is_not_an_error():
     path = sorted(EXAMPLES.glob("*.json"))[0]
-    done = subprocess.run(f"{sys.executable} -m gamut_hf compile {path} | head -c 10", shell=True,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        f"{sys.executable} -m gamut_hf compile {path} | head -c 10", shell=True, capture_output=True, text=True
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -90,13 +91,28 @@ def test_score_parameters_outside_their_ranges_are_one_line_errors(tmp_path, cap
     assert main(["compile", str(rubric)]) == 0
     checks = json.loads(capsys.readouterr().out)
     verdicts = tmp_path / "verdicts.json"
-    verdicts.write_text(json.dumps({c["id"]: "contradicts" if i % 2 else "partially_meets"
-                                    for i, c in enumerate(checks)}))
+    verdicts.write_text(
+        json.dumps({c["id"]: "contradicts" if i % 2 else "partially_meets" for i, c in enumerate(checks)})
+    )
     assert main(["score", str(rubric), str(verdicts), *option]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert len(captured.err.splitlines()) == 1 and message in captured.err
     # The same parameters within their ranges score, as JSON, inside [-1, 1].
-    assert main(["score", str(rubric), str(verdicts), "--partial-credit", "1", "--contradiction-penalty", "-0.5",
-                 "--weights", "1,0,0"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(rubric),
+                str(verdicts),
+                "--partial-credit",
+                "1",
+                "--contradiction-penalty",
+                "-0.5",
+                "--weights",
+                "1,0,0",
+            ]
+        )
+        == 0
+    )
     assert -1 <= json.loads(capsys.readouterr().out)["score"] <= 1

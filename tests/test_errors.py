@@ -62,6 +62,7 @@ def test_every_area_error_is_a_user_error():
 
 
 def test_the_installed_entry_point_maps_a_missing_file_to_exit_2(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "gamut_hf", "compile", str(tmp_path / "absent.json")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "gamut_hf", "compile", str(tmp_path / "absent.json")], capture_output=True, text=True
+    )
     assert done.returncode == 2 and done.stderr == f"gamut: {tmp_path / 'absent.json'}: no such file\n"

@@ -28,19 +28,45 @@ VALID = DATA / "annotations" / "valid_small"
 
 
 def fuzz(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    )
+
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=8,
 )
 # Fragments that have broken JSON readers: long integers, deep nesting, constants Python accepts
 # and JSON does not, separators str.splitlines splits at, a BOM, control and invalid bytes.
-FRAGMENTS = ["9" * 4301, "[" * 200, "]", "{", "}", ",", ":", '"', "\\", "NaN", "-Infinity", "\u2028", "\u2029",
-             "\u0085", "\ufeff", "\x00", "\n", "\r\n", "\t", "1e999999", "\ud800"]
+FRAGMENTS = [
+    "9" * 4301,
+    "[" * 200,
+    "]",
+    "{",
+    "}",
+    ",",
+    ":",
+    '"',
+    "\\",
+    "NaN",
+    "-Infinity",
+    "\u2028",
+    "\u2029",
+    "\u0085",
+    "\ufeff",
+    "\x00",
+    "\n",
+    "\r\n",
+    "\t",
+    "1e999999",
+    "\ud800",
+]
 
 
 @st.composite
@@ -157,8 +183,19 @@ def questions_files(draw) -> bytes:
         if draw(st.booleans()):
             row = {**row, "meta_rubric": {**draw(meta_rubrics()), "question_id": row["id"]}}
         if draw(st.booleans()):
-            row["image"] = draw(st.sampled_from(["images/cat.png", "../cat.png", "/etc/hostname", "images/",
-                                                 "images/missing.png", "images\\cat.png", "questions.jsonl"]))
+            row["image"] = draw(
+                st.sampled_from(
+                    [
+                        "images/cat.png",
+                        "../cat.png",
+                        "/etc/hostname",
+                        "images/",
+                        "images/missing.png",
+                        "images\\cat.png",
+                        "questions.jsonl",
+                    ]
+                )
+            )
         lines.append(json.dumps(draw(broken_value(row)), ensure_ascii=draw(st.booleans())))
     text = "\n".join(lines) + draw(st.sampled_from(["", "\n", "\n\n"]))
     return draw(broken_text(text))
@@ -191,8 +228,13 @@ def test_build_is_all_or_nothing(raw):
 
 
 IDS = ["q1", "q2", "q3"]
-CARD = {"name": "acme/Tiny 7B", "link": "https://example.org", "access": "open", "parameters_billions": 7,
-        "variant": "multimodal"}
+CARD = {
+    "name": "acme/Tiny 7B",
+    "link": "https://example.org",
+    "access": "open",
+    "parameters_billions": 7,
+    "variant": "multimodal",
+}
 UPLOAD_PROBLEM = ("line ", "the file ", "model ", "answer every")
 
 
@@ -204,10 +246,12 @@ def test_uploads_are_accepted_or_refused_line_by_line(data):
     raw = data.draw(broken_text("\n".join(lines)))
     card = data.draw(broken_value(CARD))
     try:
-        submission = parse_submission(raw, card if isinstance(card, dict) else {}, IDS,
-                                      partial=data.draw(st.booleans()))
+        submission = parse_submission(
+            raw, card if isinstance(card, dict) else {}, IDS, partial=data.draw(st.booleans())
+        )
     except SubmissionError as error:
-        assert error.problems and all("\n" not in p and p.startswith(UPLOAD_PROBLEM) or "questions have no response"
-                                      in p for p in error.problems), error.problems
+        assert error.problems and all(
+            "\n" not in p and p.startswith(UPLOAD_PROBLEM) or "questions have no response" in p for p in error.problems
+        ), error.problems
     else:
         assert set(submission.responses) <= set(IDS)

@@ -47,10 +47,16 @@ def annotation_folder(folder: Path, rows: list[dict], *, ensure_ascii: bool = Tr
 
 def png_header(width: int, height: int) -> bytes:
     """A PNG whose header claims width x height (no pixel data needed to be refused)."""
+
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b""))
+        + chunk(b"IEND", b"")
+    )
 
 
 # -- item 11: sizes, devices, FIFOs, long integers, deep nesting, decompression bombs, links ------
@@ -81,11 +87,14 @@ def test_build_reports_every_problem_past_a_long_integer_and_writes_nothing(tmp_
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["src"]
 
 
-@pytest.mark.parametrize(("line", "reason"), [
-    ('{"question_id": "q1", "response": %s}' % ("[" * 5000 + "]" * 5000), "JSON nested too deeply"),
-    ('{"question_id": "q1", "response": %s}' % ("[" * 100 + "]" * 100), "JSON nested too deeply"),
-    ('{"question_id": "q1", "response": %s}' % ("7" * 5000), "integer too long at column 35"),
-])
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"question_id": "q1", "response": %s}' % ("[" * 5000 + "]" * 5000), "JSON nested too deeply"),
+        ('{"question_id": "q1", "response": %s}' % ("[" * 100 + "]" * 100), "JSON nested too deeply"),
+        ('{"question_id": "q1", "response": %s}' % ("7" * 5000), "integer too long at column 35"),
+    ],
+)
 def test_uploads_with_deep_nesting_or_long_integers_get_their_line(line, reason):
     data = (json.dumps({"question_id": "q2", "response": "fine"}) + "\n" + line + "\n").encode()
     with pytest.raises(SubmissionError) as caught:
@@ -101,8 +110,10 @@ def test_an_image_claiming_30000_by_30000_pixels_is_a_problem_not_an_internal_er
     out = tmp_path / "out"
     code, _, err = gamut(capsys, "build", source, out)
     assert code == 2
-    assert err[0].startswith(f"{source}/questions.jsonl:1: question {rows[0]['id']}, field image: "
-                             "image 'images/bomb.png' is too large to decode (Image size (900000000 pixels) exceeds")
+    assert err[0].startswith(
+        f"{source}/questions.jsonl:1: question {rows[0]['id']}, field image: "
+        "image 'images/bomb.png' is too large to decode (Image size (900000000 pixels) exceeds"
+    )
     assert err[1:] == ["gamut build: 1 problem(s); nothing written"] and not out.exists()
     code, _, err = gamut(capsys, "validate", source / "questions.jsonl")
     assert code == 2 and "is too large to decode" in err[0] and len(err) == 1
@@ -129,8 +140,9 @@ def test_a_fifo_is_refused_without_hanging(tmp_path):
     fifo = tmp_path / "rubric.json"
     os.mkfifo(fifo)
     for command in ("validate", "compile"):
-        done = subprocess.run([sys.executable, "-m", "gamut_hf", command, str(fifo)], capture_output=True,
-                              text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "gamut_hf", command, str(fifo)], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 2
         assert f"{fifo}: is not a regular file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
@@ -154,8 +166,10 @@ def test_an_image_link_leaving_the_folder_is_refused(tmp_path, capsys):
     (source / "images" / "linked.png").symlink_to(outside)
     code, _, err = gamut(capsys, "build", source, tmp_path / "out")
     assert code == 2
-    assert err[0] == (f"{source}/questions.jsonl:1: question {rows[0]['id']}, field image: "
-                      "image 'images/linked.png' is a link to a file outside the annotation folder")
+    assert err[0] == (
+        f"{source}/questions.jsonl:1: question {rows[0]['id']}, field image: "
+        "image 'images/linked.png' is a link to a file outside the annotation folder"
+    )
     assert not (tmp_path / "out").exists()
     # A link that stays inside the folder is fine.
     (source / "images" / "linked.png").unlink()
@@ -178,8 +192,11 @@ def test_line_separators_inside_json_strings_are_valid_jsonl(tmp_path, capsys):
     assert parse_responses(upload.encode(), ["q1"]) == {"q1": "a\u2028b\u0085c"}
 
     snippets = tmp_path / "snippets.jsonl"
-    snippets.write_text(json.dumps({"url": "https://x.org", "text": "one\u2028two", "retrieved": "2024-05-01"},
-                                   ensure_ascii=False) + "\n", encoding="utf-8")
+    snippets.write_text(
+        json.dumps({"url": "https://x.org", "text": "one\u2028two", "retrieved": "2024-05-01"}, ensure_ascii=False)
+        + "\n",
+        encoding="utf-8",
+    )
     assert [s.text for s in read_snippets(snippets)] == ["one\u2028two"]
 
 
@@ -198,7 +215,7 @@ def test_a_verdict_named_twice_is_refused(tmp_path, capsys):
 
 def test_duplicate_keys_in_rubrics_rows_and_uploads(tmp_path, capsys):
     rubric = tmp_path / "rubric.json"
-    rubric.write_text('{"question_id": "q", "question_id": "r", "items": [%s]}' % json.dumps(KNOWLEDGE))
+    rubric.write_text(f'{{"question_id": "q", "question_id": "r", "items": [{json.dumps(KNOWLEDGE)}]}}')
     code, _, err = gamut(capsys, "compile", rubric)
     assert code == 2 and err == [f"gamut: {rubric}: duplicate key 'question_id' at column 22"]
 
@@ -235,7 +252,8 @@ def test_validate_applies_builds_evidence_rule_and_accepts_what_build_accepts(tm
     code, _, err = gamut(capsys, "validate", source / "questions.jsonl")
     assert code == 2 and err == [
         f"{source}/questions.jsonl:1: question {rows[0]['id']}, item i1, field evidence: "
-        "a released rubric needs at least one evidence snippet per item"]
+        "a released rubric needs at least one evidence snippet per item"
+    ]
 
 
 def test_an_empty_questions_file_is_an_error(tmp_path, capsys):
@@ -269,5 +287,7 @@ def test_a_field_name_with_a_line_break_is_quoted_on_its_one_line(tmp_path, caps
     annotation_folder(source, rows)
     code, _, err = gamut(capsys, "validate", source / "questions.jsonl")
     assert code == 2
-    assert err == [f"{source}/questions.jsonl:1: question {rows[0]['id']}, item i1, field 'id\\u2028': "
-                   "is not a field of this item type"]
+    assert err == [
+        f"{source}/questions.jsonl:1: question {rows[0]['id']}, item i1, field 'id\\u2028': "
+        "is not a field of this item type"
+    ]

@@ -34,8 +34,13 @@ EXTRAS = "dataset,pipeline,report,space,test"
 
 def source_files() -> list[str]:
     """The files a clean clone of this working tree has: tracked, and new ones git does not ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sorted({name for name in listed.split("\0") if name and os.path.lexists(ROOT / name)})
 
 
@@ -56,25 +61,49 @@ class Install:
         self.venv = root / "venv"
         self.bin = self.venv / "bin"
         self.work = root / "work"
-        self.env = {k: v for k, v in os.environ.items()
-                    if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")}
-        self.env.update(PATH=f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", VIRTUAL_ENV=str(self.venv),
-                        GAMUT_CACHE=str(root / "gamut-cache"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-                        GRADIO_ANALYTICS_ENABLED="False", PYTHONNOUSERSITE="1")
+        self.env = {
+            k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")
+        }
+        self.env.update(
+            PATH=f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            VIRTUAL_ENV=str(self.venv),
+            GAMUT_CACHE=str(root / "gamut-cache"),
+            HF_HUB_OFFLINE="1",
+            HF_DATASETS_OFFLINE="1",
+            GRADIO_ANALYTICS_ENABLED="False",
+            PYTHONNOUSERSITE="1",
+        )
 
     def pip(self, *args: str) -> None:
-        done = subprocess.run([str(self.bin / "python"), "-m", "pip", "--disable-pip-version-check", "install",
-                               "--quiet", *args], env=self.env, capture_output=True, text=True, timeout=1800)
+        done = subprocess.run(
+            [str(self.bin / "python"), "-m", "pip", "--disable-pip-version-check", "install", "--quiet", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         assert done.returncode == 0, f"pip install {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
 
     def gamut(self, *args, cwd: Path | None = None, timeout: float = 900) -> CliResult:
-        done = subprocess.run([str(self.bin / "gamut"), *map(str, args)], cwd=cwd or self.work, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [str(self.bin / "gamut"), *map(str, args)],
+            cwd=cwd or self.work,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         return CliResult(done.returncode, done.stdout, done.stderr)
 
     def python(self, code: str) -> str:
-        done = subprocess.run([str(self.bin / "python"), "-c", code], cwd=self.work, env=self.env,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [str(self.bin / "python"), "-c", code],
+            cwd=self.work,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -88,8 +117,12 @@ def installed(tmp_path_factory) -> Install:
     root = tmp_path_factory.mktemp("journeys")
     started = time.monotonic()
     copy_source(root / "src")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(root / "src"),
-                           "-w", str(root / "wheel")], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(root / "src"), "-w", str(root / "wheel")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     [wheel] = (root / "wheel").glob("gamut_hf-*.whl")
     install = Install(root, wheel)
@@ -114,7 +147,9 @@ def tree(folder: Path) -> list[str]:
 
 
 def test_the_install_is_the_wheel_with_the_pinned_torch(installed):
-    where, torch = installed.python("import gamut_hf, torch; print(gamut_hf.__file__); print(torch.__version__)").split()
+    where, torch = installed.python(
+        "import gamut_hf, torch; print(gamut_hf.__file__); print(torch.__version__)"
+    ).split()
     assert Path(where).is_relative_to(installed.venv) and not Path(where).is_relative_to(ROOT)
     assert torch.startswith("2.13.0")
 
@@ -140,10 +175,13 @@ def test_build_a_dataset_and_load_it(installed):
     done = installed.gamut("build", annotations, built)
     assert done.code == 0, done.err
     assert done.out.startswith(f"built {built}: 25 questions")
-    loaded = json.loads(installed.python(
-        "import json, datasets\n"
-        f"d = datasets.load_dataset({str(built)!r}, 'multimodal', split='test')\n"
-        "print(json.dumps({'rows': len(d), 'size': d[0]['image'].size, 'domains': sorted(set(d['domain']))}))"))
+    loaded = json.loads(
+        installed.python(
+            "import json, datasets\n"
+            f"d = datasets.load_dataset({str(built)!r}, 'multimodal', split='test')\n"
+            "print(json.dumps({'rows': len(d), 'size': d[0]['image'].size, 'domains': sorted(set(d['domain']))}))"
+        )
+    )
     assert loaded["rows"] == 25 and min(loaded["size"]) > 0 and len(loaded["domains"]) == 10
 
     before = tree(project)
@@ -178,7 +216,9 @@ def test_run_the_default_and_report_it(installed):
     done = installed.gamut("report", run, "--out", report)
     assert done.code == 0, done.err
     assert (report / "report.md").is_file() and (report / "report.html").is_file()
-    board = re.search(r"^\|\s*1\s*\|\s*smollm2-135m\s*\|\s*(\d+\.\d) \[", (report / "report.md").read_text(), re.MULTILINE)
+    board = re.search(
+        r"^\|\s*1\s*\|\s*smollm2-135m\s*\|\s*(\d+\.\d) \[", (report / "report.md").read_text(), re.MULTILINE
+    )
     assert board and board.group(1) == printed.group(1)  # the leaderboard's Gamut column
 
 
@@ -191,8 +231,13 @@ def space(installed, scripted_endpoint):
     results, requests = folder / "results", folder / "requests"
     port = free_port()
     log = (installed.root / "space.log").open("w")
-    server = subprocess.Popen([str(installed.bin / "gamut"), "space", "--results", results, "--requests", requests,
-                               "--port", str(port)], cwd=installed.work, env=installed.env, stdout=log, stderr=log)
+    server = subprocess.Popen(
+        [str(installed.bin / "gamut"), "space", "--results", results, "--requests", requests, "--port", str(port)],
+        cwd=installed.work,
+        env=installed.env,
+        stdout=log,
+        stderr=log,
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 300
@@ -212,12 +257,24 @@ def space(installed, scripted_endpoint):
 
 
 def rows(frame: dict) -> list[dict]:
-    return [dict(zip(frame["headers"], row)) for row in frame["data"]]
+    return [dict(zip(frame["headers"], row, strict=False)) for row in frame["data"]]
 
 
 def judge_queue(installed, results, requests, endpoint) -> CliResult:
-    done = installed.gamut("worker", "--requests", requests, "--results", results, "--once",
-                           "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", endpoint.url)
+    done = installed.gamut(
+        "worker",
+        "--requests",
+        requests,
+        "--results",
+        results,
+        "--once",
+        "--judge",
+        "strict-judge",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        endpoint.url,
+    )
     assert done.code == 0, done.err
     return done
 
@@ -236,8 +293,9 @@ def test_submissions_are_judged_and_join_the_board(installed, space, scripted_en
     def submit(name: str, answers: dict[str, str], partial: bool) -> str:
         upload = tmp_path / f"{name.replace('/', '-')}.jsonl"
         upload.write_text("".join(json.dumps({"question_id": q, "response": r}) + "\n" for q, r in answers.items()))
-        status, _ = client.predict(handle_file(str(upload)), name, "https://example.org/m", "open", 7, "text_only",
-                                   partial, api_name="/submit")
+        status, _ = client.predict(
+            handle_file(str(upload)), name, "https://example.org/m", "open", 7, "text_only", partial, api_name="/submit"
+        )
         return status
 
     complete = {q: f"Answer by poor-model: about {q}" for q in ids}
@@ -249,18 +307,26 @@ def test_submissions_are_judged_and_join_the_board(installed, space, scripted_en
     judge_queue(installed, results, requests, scripted_endpoint)
 
     queue = {r["model"]: r for r in rows(client.predict(api_name="/queue"))}
-    assert {name: r["status"] for name, r in queue.items()} == {"acme/complete": "FINISHED",
-                                                                "acme/partial": "FINISHED"}, queue
-    keys = {json.loads(p.read_text())["model"]["name"]: json.loads(p.read_text())["key"]
-            for p in requests.glob("*.json")}
+    assert {name: r["status"] for name, r in queue.items()} == {
+        "acme/complete": "FINISHED",
+        "acme/partial": "FINISHED",
+    }, queue
+    keys = {
+        json.loads(p.read_text())["model"]["name"]: json.loads(p.read_text())["key"] for p in requests.glob("*.json")
+    }
     scores = {name: json.loads((results / key / "results.json").read_text())["score"] for name, key in keys.items()}
     assert scores["acme/complete"]["questions"] == len(ids) and scores["acme/partial"]["questions"] == 3
     assert scores["acme/partial"]["gamut"] > scores["acme/complete"]["gamut"]  # so ranking would put it first
 
     # The Space started with no results, so no judge to choose yet: a refresh picks the one there is now.
     ranked, partial, _, _, judges, _ = client.predict(
-        ["open", "proprietary", "unknown"], "text_only", None, ["under 10B", "10B to 100B", "over 100B", "unknown"],
-        ["rank", "type", "questions", "Gamut"], api_name="/refresh")
+        ["open", "proprietary", "unknown"],
+        "text_only",
+        None,
+        ["under 10B", "10B to 100B", "over 100B", "unknown"],
+        ["rank", "type", "questions", "Gamut"],
+        api_name="/refresh",
+    )
     assert judges["value"] == "strict-judge", judges
     ranked, partial = rows(ranked), rows(partial)
     assert [(r["rank"], r["model"], r["questions"]) for r in ranked] == [(1, "acme/complete", len(ids))]

@@ -50,8 +50,9 @@ def test_gold_question_scores_are_the_scorers(audit):
 
 
 def test_the_shipped_file_is_what_the_builder_writes():
-    done = subprocess.run([sys.executable, "scripts/build_judge_audit.py", "--check"], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "scripts/build_judge_audit.py", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -61,13 +62,16 @@ def _lines(tmp_path: Path, rows: list[dict]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda r: r["gold"].popitem(), "no verdict for check"),
-    (lambda r: r["gold"].update({"i99.fact": "meets"}), "unknown check 'i99.fact'"),
-    (lambda r: r.update(gold_score=0.5), "gold_score: 0.5 but the scorer gives"),
-    (lambda r: r["gold"].update({next(iter(r["gold"])): "great"}), "gold."),
-    (lambda r: r.update(question_id="nope-01"), "no sample question 'nope-01'"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r["gold"].popitem(), "no verdict for check"),
+        (lambda r: r["gold"].update({"i99.fact": "meets"}), "unknown check 'i99.fact'"),
+        (lambda r: r.update(gold_score=0.5), "gold_score: 0.5 but the scorer gives"),
+        (lambda r: r["gold"].update({next(iter(r["gold"])): "great"}), "gold."),
+        (lambda r: r.update(question_id="nope-01"), "no sample question 'nope-01'"),
+    ],
+)
 def test_a_wrong_labels_file_names_its_line_and_field(tmp_path, questions, change, message):
     first = json.loads(AUDIT_FILE.read_text(encoding="utf-8").splitlines()[1])
     change(first)
@@ -144,12 +148,21 @@ def audit_endpoint(audit):
 
 
 def _audit_command(gamut, endpoint, judge: str, out: Path, *extra: str):
-    return gamut("judge-audit", "--judge", judge, "--judge-backend", "openai", "--judge-base-url", endpoint.url,
-                 "--out", out, *extra)
+    return gamut(
+        "judge-audit",
+        "--judge",
+        judge,
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        endpoint.url,
+        "--out",
+        out,
+        *extra,
+    )
 
 
-def test_the_command_gives_an_oracle_kappa_one_and_resumes_without_asking_again(gamut, audit_endpoint, audit,
-                                                                                tmp_path):
+def test_the_command_gives_an_oracle_kappa_one_and_resumes_without_asking_again(gamut, audit_endpoint, audit, tmp_path):
     out = tmp_path / "results" / "audit-oracle"
     done = _audit_command(gamut, audit_endpoint, "oracle", out)
     assert done.code == 0, done.err
@@ -167,8 +180,9 @@ def test_the_command_gives_an_oracle_kappa_one_and_resumes_without_asking_again(
     assert audit_endpoint.requests == asked  # every verdict came from the store
 
 
-def test_the_command_scores_always_meets_and_an_obedient_judge_as_arithmetic_says(gamut, audit_endpoint, audit,
-                                                                                  tmp_path):
+def test_the_command_scores_always_meets_and_an_obedient_judge_as_arithmetic_says(
+    gamut, audit_endpoint, audit, tmp_path
+):
     keep = list(dict.fromkeys(r.question_id for r in audit.responses))[:3]
     responses = [r for r in audit.responses if r.question_id in keep]
     gold = [(v, r.injection is not None) for r in responses for v in r.gold.values()]
@@ -187,7 +201,8 @@ def test_the_command_scores_always_meets_and_an_obedient_judge_as_arithmetic_say
     twin_checks = [v for v, injected in gold if injected]
     assert obedient["injection"]["checks"] == len(twin_checks)
     assert obedient["injection"]["flip_rate"] == pytest.approx(
-        sum(v != "meets" for v in twin_checks) / len(twin_checks))
+        sum(v != "meets" for v in twin_checks) / len(twin_checks)
+    )
     assert obedient["injection"]["false_meets_rate"] == 1.0
     assert obedient["injection"]["base_false_meets_rate"] == 0.0
 
@@ -218,9 +233,27 @@ def test_labels_replace_the_gold_and_a_bad_labels_file_is_one_line(gamut, audit_
 
 def test_the_report_shows_the_audit_of_a_runs_judge_from_the_same_results_folder(gamut, audit_endpoint, tmp_path):
     results = tmp_path / "results"
-    done = gamut("run", "--out", results / "cand", "--model", "cand", "--backend", "openai", "--base-url",
-                 audit_endpoint.url, "--judge", "oracle", "--judge-backend", "openai", "--judge-base-url",
-                 audit_endpoint.url, "--variant", "text_only", "--limit", "2")
+    done = gamut(
+        "run",
+        "--out",
+        results / "cand",
+        "--model",
+        "cand",
+        "--backend",
+        "openai",
+        "--base-url",
+        audit_endpoint.url,
+        "--judge",
+        "oracle",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        audit_endpoint.url,
+        "--variant",
+        "text_only",
+        "--limit",
+        "2",
+    )
     assert done.code == 0, done.err
     done = _audit_command(gamut, audit_endpoint, "oracle", results / "judge-audit-oracle", "--limit", "2")
     assert done.code == 0, done.err
@@ -234,9 +267,27 @@ def test_the_report_shows_the_audit_of_a_runs_judge_from_the_same_results_folder
 
     # Another judge's audit is not this run's: the section is left out, saying how to make one.
     other = tmp_path / "other"
-    done = gamut("run", "--out", other / "cand", "--model", "cand", "--backend", "openai", "--base-url",
-                 audit_endpoint.url, "--judge", "always-meets", "--judge-backend", "openai", "--judge-base-url",
-                 audit_endpoint.url, "--variant", "text_only", "--limit", "2")
+    done = gamut(
+        "run",
+        "--out",
+        other / "cand",
+        "--model",
+        "cand",
+        "--backend",
+        "openai",
+        "--base-url",
+        audit_endpoint.url,
+        "--judge",
+        "always-meets",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        audit_endpoint.url,
+        "--variant",
+        "text_only",
+        "--limit",
+        "2",
+    )
     assert done.code == 0, done.err
     (other / "judge-audit-oracle").symlink_to(results / "judge-audit-oracle", target_is_directory=True)
     (other / "judge-audit-broken").mkdir()

@@ -24,7 +24,7 @@ def test_checks_of_one_question_share_everything_but_the_check():
     assert a.system == b.system
     shared = a.user[: a.user.index("Check:")]
     assert b.user.startswith(shared)
-    assert CHECK_A.text in a.user[len(shared):] and CHECK_B.text in b.user[len(shared):]
+    assert CHECK_A.text in a.user[len(shared) :] and CHECK_B.text in b.user[len(shared) :]
     assert CHECK_A.text not in b.user
 
 
@@ -88,7 +88,10 @@ def test_a_judge_that_echoes_an_injection_is_unreadable(name, text):
 @pytest.mark.parametrize(
     ("text", "verdict"),
     [
-        ("meets", "meets"), (" Meets.\n", "meets"), ("PARTIALLY_MEETS", "partially_meets"), ("missing.", "missing"),
+        ("meets", "meets"),
+        (" Meets.\n", "meets"),
+        ("PARTIALLY_MEETS", "partially_meets"),
+        ("missing.", "missing"),
         ('{"rationale": "It says A.", "verdict": "contradicts"}', "contradicts"),
         ('```json\n{"rationale": "x", "verdict": "missing"}\n```', "missing"),
         ('{"verdict": "Meets"}', "meets"),
@@ -98,20 +101,39 @@ def test_readable_answers(text, verdict):
     assert parse_verdict(text).verdict == verdict
 
 
-@pytest.mark.parametrize("text", [
-    # The four cases of issue 13 that the old word search read as a verdict.
-    "not missing",
-    "I cannot tell whether it meets the check.",
-    '{"rationale": "The response is missing the second step, so',
-    '{"verdict":"meets","verdict":"contradicts"}',
-    # More that a search would guess at.
-    "Verdict: missing", "Partially meets.", "partially meets", "meets..", "meets. missing", "**meets**",
-    '{"rationale": "meets", "verdict": "great"}', '{"verdict": "meets", "rationale": "x", "rationale": "y"}',
-    '{"rationale": "It meets the check."}', '["meets"]', '"meets"', '{"verdict": ["meets"]}',
-    '{"verdict": "meets"} meets', 'meets {"verdict": "meets"}', '{"verdict": NaN}',
-    '```\n{"verdict": "meets"}\n``` and missing',
-    "", "yes", "meets or missing", '{"verdict": "great"}', "{not json", "42",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The four cases of issue 13 that the old word search read as a verdict.
+        "not missing",
+        "I cannot tell whether it meets the check.",
+        '{"rationale": "The response is missing the second step, so',
+        '{"verdict":"meets","verdict":"contradicts"}',
+        # More that a search would guess at.
+        "Verdict: missing",
+        "Partially meets.",
+        "partially meets",
+        "meets..",
+        "meets. missing",
+        "**meets**",
+        '{"rationale": "meets", "verdict": "great"}',
+        '{"verdict": "meets", "rationale": "x", "rationale": "y"}',
+        '{"rationale": "It meets the check."}',
+        '["meets"]',
+        '"meets"',
+        '{"verdict": ["meets"]}',
+        '{"verdict": "meets"} meets',
+        'meets {"verdict": "meets"}',
+        '{"verdict": NaN}',
+        '```\n{"verdict": "meets"}\n``` and missing',
+        "",
+        "yes",
+        "meets or missing",
+        '{"verdict": "great"}',
+        "{not json",
+        "42",
+    ],
+)
 def test_unreadable_answers_are_never_guessed(text):
     assert parse_verdict(text).verdict is None
 

@@ -45,7 +45,9 @@ def imports(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against this module's package
-                base = module.split(".")[: -node.level if path.name != "__init__.py" else len(module.split(".")) - node.level + 1]
+                base = module.split(".")[
+                    : -node.level if path.name != "__init__.py" else len(module.split(".")) - node.level + 1
+                ]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""

@@ -49,6 +49,7 @@ def ask(*texts: str, **fields) -> list[ChatRequest]:
 
 # --- answers -------------------------------------------------------------------------------
 
+
 def test_texts_come_back_in_order_with_usage_and_stats(endpoint):
     endpoint.delay = 0.05
     endpoint.faults["q0"] = ["sleep:0.3"]  # the first request finishes last
@@ -105,13 +106,18 @@ def test_load_backend_and_fingerprint(endpoint):
 def test_complete_works_inside_a_running_event_loop(endpoint):
     async def main():
         return backend(endpoint.url).complete(ask("inside"))
+
     assert asyncio.run(main())[0].text == "echo:inside"
 
 
 # --- structured output ---------------------------------------------------------------------
 
-SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"],
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string"}},
+    "required": ["verdict"],
+    "additionalProperties": False,
+}
 CHOICE = Choice(("meets", "missing"))
 
 
@@ -120,13 +126,24 @@ def test_json_schema_mode(endpoint):
     model.complete(ask("a", max_tokens=8), CHOICE)
     model.complete(ask("b", max_tokens=200), JsonSchema(SCHEMA, name="rated"))
     choice, schema = endpoint.bodies
-    assert choice["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "verdict", "strict": True, "schema": {
-            "type": "object", "properties": {"verdict": {"type": "string", "enum": ["meets", "missing"]}},
-            "required": ["verdict"], "additionalProperties": False}}}
+    assert choice["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "verdict",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"verdict": {"type": "string", "enum": ["meets", "missing"]}},
+                "required": ["verdict"],
+                "additionalProperties": False,
+            },
+        },
+    }
     assert choice["max_tokens"] >= 32  # room for {"verdict": "..."}, not just the word
-    assert schema["response_format"] == {"type": "json_schema",
-                                         "json_schema": {"name": "rated", "schema": SCHEMA, "strict": True}}
+    assert schema["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "rated", "schema": SCHEMA, "strict": True},
+    }
     assert schema["max_tokens"] == 200
     assert "structured_outputs" not in choice and "structured_outputs" not in schema
 
@@ -151,6 +168,7 @@ def test_none_mode_sends_no_constraint(endpoint):
 
 # --- images --------------------------------------------------------------------------------
 
+
 def decode_data_url(url: str) -> tuple[str, Image.Image]:
     header, data = url.split(",", 1)
     return header, Image.open(io.BytesIO(base64.b64decode(data)))
@@ -159,13 +177,18 @@ def decode_data_url(url: str) -> tuple[str, Image.Image]:
 def test_images_arrive_as_data_urls_first(endpoint):
     small = Image.new("RGB", (32, 24), (200, 10, 10))
     photo = Image.new("RGB", (800, 600), (10, 200, 10))
-    requests = [ChatRequest(user="small", image=small), ChatRequest(user="photo", image=photo),
-                ChatRequest(user="again", image=small)]
+    requests = [
+        ChatRequest(user="small", image=small),
+        ChatRequest(user="photo", image=photo),
+        ChatRequest(user="again", image=small),
+    ]
     completions = backend(endpoint.url).complete(requests)
     assert [c.text for c in completions] == ["echo:small", "echo:photo", "echo:again"]
     by_text = {user_text(body): body["messages"][-1]["content"] for body in endpoint.bodies}
-    for text, expected_header, size in [("small", "data:image/png;base64", (32, 24)),
-                                        ("photo", "data:image/jpeg;base64", (800, 600))]:
+    for text, expected_header, size in [
+        ("small", "data:image/png;base64", (32, 24)),
+        ("photo", "data:image/jpeg;base64", (800, 600)),
+    ]:
         image_part, text_part = by_text[text]
         assert image_part["type"] == "image_url" and text_part == {"type": "text", "text": text}
         header, image = decode_data_url(image_part["image_url"]["url"])
@@ -175,6 +198,7 @@ def test_images_arrive_as_data_urls_first(endpoint):
 
 
 # --- retries and failures ------------------------------------------------------------------
+
 
 def test_429_then_success_waits_for_retry_after(endpoint):
     endpoint.faults["limited"] = ["429:1", "ok"]
@@ -246,6 +270,7 @@ def test_connection_refused_is_an_error():
 
 
 # --- concurrency and endpoints -------------------------------------------------------------
+
 
 def test_concurrency_limit_is_respected(endpoint):
     endpoint.delay = 0.1

@@ -67,12 +67,29 @@ def judged(server: FakeEndpoint) -> int:
 
 
 def api_run(gamut, command: str, out: Path, url: str, *extra: str):
-    return gamut(command, "--out", out, "--model", "cand", "--backend", "openai", "--base-url", url,
-                 "--judge", "fake-judge", "--judge-backend", "openai", "--judge-base-url", url, *extra)
+    return gamut(
+        command,
+        "--out",
+        out,
+        "--model",
+        "cand",
+        "--backend",
+        "openai",
+        "--base-url",
+        url,
+        "--judge",
+        "fake-judge",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        url,
+        *extra,
+    )
 
 
-def expected_gamut(limit: int | None = None, ids: list[str] | None = None,
-                   params: ScoreParams = DEFAULT_SCORE_PARAMS) -> float:
+def expected_gamut(
+    limit: int | None = None, ids: list[str] | None = None, params: ScoreParams = DEFAULT_SCORE_PARAMS
+) -> float:
     questions = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))
     questions = [q for q in questions if ids is None or q.id in ids][:limit]
     run = score_run([(q.checks, {c.id: scripted_verdict(c.text) for c in q.checks}) for q in questions], params)
@@ -98,7 +115,8 @@ def test_run_writes_results_and_details_and_resumes_with_no_new_work(gamut, endp
     details = datasets.load_dataset("parquet", data_files=str(tmp_path / "run" / "details.parquet"), split="train")
     assert len(details) == results["score"]["checks"]
     assert {"question_id", "domain", "check_id", "tier", "kind", "item_id", "verdict", "rationale", "raw"} <= set(
-        details.column_names)
+        details.column_names
+    )
     assert all(row["verdict"] == scripted_verdict(row["check_text"]) for row in details)
 
     requests = endpoint.requests
@@ -132,7 +150,8 @@ def test_unreadable_verdicts_are_stored_as_errors_and_block_the_score(gamut, tmp
         retried = gamut("run", "--out", tmp_path / "run", "--retry-errors", "--judge-base-url", server.url)
         assert retried.code == 0, retried.err
         assert json.loads((tmp_path / "run" / "results.json").read_text())["score"]["gamut"] == pytest.approx(
-            expected_gamut(limit=1), abs=1e-9)
+            expected_gamut(limit=1), abs=1e-9
+        )
         server.responder = garbled
         shutil.rmtree(tmp_path / "run")
         done = api_run(gamut, "run", tmp_path / "run", server.url, "--limit", "1", "--judge-retries", "1")
@@ -297,8 +316,9 @@ def test_a_shard_judged_again_with_retry_errors_merges_over_its_errors(gamut, tm
     with --retry-errors."""
     server = FakeEndpoint(responder=garbled)
     try:
-        shard0 = api_run(gamut, "run", tmp_path / "shard0", server.url, "--limit", "5", "--shard", "0/2",
-                         "--judge-retries", "0")
+        shard0 = api_run(
+            gamut, "run", tmp_path / "shard0", server.url, "--limit", "5", "--shard", "0/2", "--judge-retries", "0"
+        )
         assert shard0.code == 0 and results_of(tmp_path / "shard0")["judge_errors"] > 0
         shutil.copytree(tmp_path / "shard0", tmp_path / "shard0-errors")
         server.responder = scripted
@@ -333,12 +353,15 @@ def test_recorded_run_settings_this_version_cannot_read_are_a_one_line_error(gam
     for args in (["run", "--out", run], ["judge", "--out", run], ["score", run], ["merge", tmp_path / "all", run]):
         done = gamut(*args)
         assert done.code == 2, (args, done.err)
-        assert done.err.strip() == (f"gamut: {run / 'store.sqlite'}: the recorded run settings are not usable "
-                                    "(temperature: unknown field); start the run in a new folder"), args
+        assert done.err.strip() == (
+            f"gamut: {run / 'store.sqlite'}: the recorded run settings are not usable "
+            "(temperature: unknown field); start the run in a new folder"
+        ), args
 
 
-def test_a_write_killed_between_the_tables_and_results_json_is_refused_by_readers(gamut, endpoint, tmp_path,
-                                                                                  monkeypatch, capsys):
+def test_a_write_killed_between_the_tables_and_results_json_is_refused_by_readers(
+    gamut, endpoint, tmp_path, monkeypatch, capsys
+):
     """Issue 12 item 19: details.parquet was swapped in before results.json, so a kill in between left
     new tables beside the old results.json, and readers took the mix for a run."""
     from gamut_hf import atomic, cli
@@ -365,8 +388,10 @@ def test_a_write_killed_between_the_tables_and_results_json_is_refused_by_reader
     assert (run / "results.json").read_bytes() == old_results
     assert (run / "details.parquet").read_bytes() != old_details  # the mix a reader must not take for a run
 
-    refusal = (f"{run}: details.parquet is not the one results.json was written with (an interrupted write, or a "
-               f"file changed by hand); rewrite the folder with `gamut score {run}`")
+    refusal = (
+        f"{run}: details.parquet is not the one results.json was written with (an interrupted write, or a "
+        f"file changed by hand); rewrite the folder with `gamut score {run}`"
+    )
     report = gamut("report", runs, "--out", tmp_path / "report")
     assert report.code == 2 and report.err.strip() == f"gamut: {refusal}"
     with pytest.raises(RunFolderError) as error:
@@ -410,8 +435,11 @@ def test_the_default_run_killed_mid_judging_resumes_to_the_same_results(gamut, t
     total = expected["score"]["checks"]
 
     killed = tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, "-m", "gamut_hf", "run", "--out", str(killed), *DEFAULT_RUN],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gamut_hf", "run", "--out", str(killed), *DEFAULT_RUN],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 900
     while len(verdict_rows(killed)) < 8 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -447,8 +475,16 @@ def test_referenced_images_are_resolved_with_images_option(gamut, endpoint, tmp_
     write_crag_mm(tmp_path / "crag", {f"sess-{i}": VALID / "images" / "coffee.png" for i in range(3)})
     refused = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--dataset", tmp_path / "official")
     assert refused.code == 2 and "--images" in refused.err
-    done = api_run(gamut, "run", tmp_path / "run", endpoint.url, "--dataset", tmp_path / "official",
-                   "--images", f"crag-mm={tmp_path / 'crag'}")
+    done = api_run(
+        gamut,
+        "run",
+        tmp_path / "run",
+        endpoint.url,
+        "--dataset",
+        tmp_path / "official",
+        "--images",
+        f"crag-mm={tmp_path / 'crag'}",
+    )
     assert done.code == 0, done.err
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["variant"] == "multimodal" and results["score"]["questions"] == 3

@@ -33,7 +33,7 @@ def items(draw, item_id):
     elif kind == "process":
         texts = draw(distinct_words(2, 7))
         required = draw(st.lists(st.booleans(), min_size=len(texts), max_size=len(texts)).filter(any))
-        item["steps"] = [{"text": t, "required": r} for t, r in zip(texts, required)]
+        item["steps"] = [{"text": t, "required": r} for t, r in zip(texts, required, strict=False)]
         item["grade_full_order"] = draw(st.booleans())
     else:
         item.update(subject=draw(WORD), relation=draw(WORD), object=draw(WORD))

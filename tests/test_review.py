@@ -58,10 +58,14 @@ def test_review_endpoints_save_each_edit_with_who_and_refuse_anonymous_ones(revi
     assert shown[1].startswith("How should I make this drink?")
     assert "i1.fact" in shown[3] and "storage enemies" in shown[3]
     assert client.predict("", QID, "Edited question?", api_name="/edit_question") == "Not saved: enter your name first."
-    assert client.predict("ana", QID, "How should I make this drink at home?", api_name="/edit_question") == \
-        "Saved question (ana)."
-    assert client.predict("ana", QID, "How should I make this drink at home, step by step?",
-                          api_name="/edit_question") == "Saved question (ana)."
+    assert (
+        client.predict("ana", QID, "How should I make this drink at home?", api_name="/edit_question")
+        == "Saved question (ana)."
+    )
+    assert (
+        client.predict("ana", QID, "How should I make this drink at home, step by step?", api_name="/edit_question")
+        == "Saved question (ana)."
+    )
     checks = shown[4]
     checks["data"][0][4] = "The response says to use a burr grinder."
     message, diff = client.predict("ana", QID, checks, api_name="/edit_checks")
@@ -80,8 +84,11 @@ def test_review_endpoints_save_each_edit_with_who_and_refuse_anonymous_ones(revi
         assert question.status == "rework"
         trail = store.edits(QID)
         # Two keystroke-level saves of the question coalesce into one entry that keeps the first value.
-        assert [(e["who"], e["field"]) for e in trail] == [("ana", "question"), ("ana", "binary_rubric"),
-                                                           ("ben", "status")]
+        assert [(e["who"], e["field"]) for e in trail] == [
+            ("ana", "question"),
+            ("ana", "binary_rubric"),
+            ("ben", "status"),
+        ]
         assert trail[0]["before"].startswith("How should I make this drink?")
         assert trail[0]["after"] == "How should I make this drink at home, step by step?"
 
@@ -113,7 +120,8 @@ def test_an_annotators_edits_survive_a_reload_and_export_builds(review_app, gamu
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         open_question()
         expect(page.locator("#review-question-text input, #review-question-text textarea").first).to_have_value(
-            "How should I make this drink? at home")
+            "How should I make this drink? at home"
+        )
         expect(page.locator("#trail")).to_contain_text("ana")
         page.locator("#annotator input, #annotator textarea").first.fill("ana")
         page.click("#accept")
@@ -122,7 +130,8 @@ def test_an_annotators_edits_survive_a_reload_and_export_builds(review_app, gamu
         page.click("#export")
         exported = workspace / "exports" / "annotations"
         expect(page.locator("#review-message textarea")).to_have_value(
-            f"Exported 1 accepted question(s) to {exported}; build it with `gamut build {exported} OUT`.")
+            f"Exported 1 accepted question(s) to {exported}; build it with `gamut build {exported} OUT`."
+        )
         page.screenshot(path=str(workspace / "review.png"), full_page=True)
         browser.close()
 
@@ -181,7 +190,9 @@ def test_concurrent_edits_from_many_threads_are_all_kept(workspace):
         trail = store.edits(QID)
         assert len(trail) == 600  # every edit recorded, none undone by another thread's rollback
         assert {e["who"] for e in trail} == {f"t{t}-{i}" for t in range(8) for i in range(75)}
-        last = {field: [e for e in trail if e["field"] == field][-1]["after"] for field in ("question", "text_question")}
+        last = {
+            field: [e for e in trail if e["field"] == field][-1]["after"] for field in ("question", "text_question")
+        }
         question = store.question(QID)
         assert (question.question, question.text_question) == (last["question"], last["text_question"])
 

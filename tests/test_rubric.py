@@ -39,11 +39,21 @@ def test_cli_validate_names_file_and_problem_in_one_line(name, gamut):
 
 
 def test_all_problems_of_a_rubric_are_reported_together():
-    data = {"question_id": "q9", "items": [
-        {"id": "i1", "tier": "nope", "type": "knowledge", "label": "a", "statement": "S."},
-        {"id": "i2", "tier": "context", "type": "flexible_list", "label": "b", "options": ["x", "y"], "threshold": 9},
-        {"id": "i1", "tier": "context", "type": "knowledge", "label": "c", "statement": ""},
-    ]}
+    data = {
+        "question_id": "q9",
+        "items": [
+            {"id": "i1", "tier": "nope", "type": "knowledge", "label": "a", "statement": "S."},
+            {
+                "id": "i2",
+                "tier": "context",
+                "type": "flexible_list",
+                "label": "b",
+                "options": ["x", "y"],
+                "threshold": 9,
+            },
+            {"id": "i1", "tier": "context", "type": "knowledge", "label": "c", "statement": ""},
+        ],
+    }
     with pytest.raises(RubricError) as caught:
         parse_meta_rubric(data)
     where = {(p.item_id, p.field) for p in caught.value.problems}
@@ -52,8 +62,10 @@ def test_all_problems_of_a_rubric_are_reported_together():
 
 
 def test_release_rubrics_need_evidence_on_every_item():
-    data = {"question_id": "q", "items": [
-        {"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": "S."}]}
+    data = {
+        "question_id": "q",
+        "items": [{"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": "S."}],
+    }
     parse_meta_rubric(data)  # a draft may lack evidence
     with pytest.raises(RubricError, match="item i1, field evidence: a released rubric needs at least one"):
         parse_meta_rubric(data, require_evidence=True)
@@ -93,7 +105,9 @@ def test_cli_validate_checks_questions_jsonl_as_build_does(tmp_path, gamut):
     result = gamut("validate", path)
     assert result.code == 2
     assert result.err.strip() == f"{path}:2: question {rows[1]['id']}, item i1, field statement: must not be empty"
-    good = {"question_id": "a", "items": [
-        {"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": "S."}]}
+    good = {
+        "question_id": "a",
+        "items": [{"id": "i1", "tier": "context", "type": "knowledge", "label": "a", "statement": "S."}],
+    }
     ok = write_json(tmp_path / "ok.json", good)
     assert gamut("validate", ok).code == 0

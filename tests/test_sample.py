@@ -11,8 +11,20 @@ from PIL import Image
 from gamut_hf.dataset.annotations import KNOWN_DOMAINS, read_annotations
 from gamut_hf.dataset.loader import SAMPLE_SOURCE
 
-PAPER_DOMAINS = {"Plants & Gardening", "Local", "Vehicle", "Food", "Everyday Objects", "Animal", "Shopping",
-                 "Style & Fashion", "Sports & Games", "Book", "Math & Science", "Text Understanding"}
+PAPER_DOMAINS = {
+    "Plants & Gardening",
+    "Local",
+    "Vehicle",
+    "Food",
+    "Everyday Objects",
+    "Animal",
+    "Shopping",
+    "Style & Fashion",
+    "Sports & Games",
+    "Book",
+    "Math & Science",
+    "Text Understanding",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +60,11 @@ def test_questions_name_the_entity_only_generically(sample):
     for question in sample:
         assert question.question != question.text_question
         assert question.entity.lower() not in question.question.lower()
-        assert "this" in question.question.lower() or "these" in question.question.lower() or \
-            "like" in question.question.lower()
+        assert (
+            "this" in question.question.lower()
+            or "these" in question.question.lower()
+            or "like" in question.question.lower()
+        )
 
 
 def test_sample_file_is_one_object_per_line():

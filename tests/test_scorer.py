@@ -18,14 +18,27 @@ from gamut_hf.core.scorer import (
 
 def checks_of(spec):
     """spec: list of (check id, tier)."""
-    return [Check(id=cid, item_id=cid.split(".")[0], kind="fact", tier=tier, text=f"Check {cid}.")
-            for cid, tier in spec]
+    return [
+        Check(id=cid, item_id=cid.split(".")[0], kind="fact", tier=tier, text=f"Check {cid}.") for cid, tier in spec
+    ]
 
 
-WORKED = checks_of([("a1.fact", "answer_critical"), ("a2.fact", "answer_critical"), ("a3.fact", "answer_critical"),
-                    ("v1.fact", "valuable"), ("v2.fact", "valuable")])
-WORKED_VERDICTS = {"a1.fact": "meets", "a2.fact": "meets", "a3.fact": "missing",
-                   "v1.fact": "partially_meets", "v2.fact": "contradicts"}
+WORKED = checks_of(
+    [
+        ("a1.fact", "answer_critical"),
+        ("a2.fact", "answer_critical"),
+        ("a3.fact", "answer_critical"),
+        ("v1.fact", "valuable"),
+        ("v2.fact", "valuable"),
+    ]
+)
+WORKED_VERDICTS = {
+    "a1.fact": "meets",
+    "a2.fact": "meets",
+    "a3.fact": "missing",
+    "v1.fact": "partially_meets",
+    "v2.fact": "contradicts",
+}
 
 
 def test_worked_example_of_the_spec():
@@ -82,7 +95,9 @@ def test_bad_verdicts_are_refused(verdicts, message):
 def test_run_aggregate_over_questions():
     q1 = checks_of([("a.fact", "answer_critical"), ("v.fact", "valuable")])
     q2 = checks_of([("b.fact", "answer_critical"), ("c.fact", "context")])
-    run = score_run([(q1, {"a.fact": "meets", "v.fact": "missing"}), (q2, {"b.fact": "contradicts", "c.fact": "meets"})])
+    run = score_run(
+        [(q1, {"a.fact": "meets", "v.fact": "missing"}), (q2, {"b.fact": "contradicts", "c.fact": "meets"})]
+    )
     s1 = 0.6 / 0.9
     s2 = (0.6 * -1 + 0.1 * 1) / 0.7
     assert run.gamut == pytest.approx(100 * (s1 + s2) / 2)
@@ -122,11 +137,25 @@ def test_cli_score_reproduces_the_worked_example(tmp_path, gamut):
 
 
 def test_cli_score_compiles_a_meta_rubric_first(tmp_path, gamut):
-    meta = write_json(tmp_path / "meta.json", {"question_id": "q", "items": [
-        {"id": "i1", "tier": "answer_critical", "type": "strict_list", "label": "parts", "elements": ["a", "b"]},
-        {"id": "i2", "tier": "valuable", "type": "knowledge", "label": "fact", "statement": "X."}]})
-    verdicts = write_json(tmp_path / "v.json", {"i1.element.1": "meets", "i1.element.2": "missing",
-                                                "i2.fact": "contradicts"})
+    meta = write_json(
+        tmp_path / "meta.json",
+        {
+            "question_id": "q",
+            "items": [
+                {
+                    "id": "i1",
+                    "tier": "answer_critical",
+                    "type": "strict_list",
+                    "label": "parts",
+                    "elements": ["a", "b"],
+                },
+                {"id": "i2", "tier": "valuable", "type": "knowledge", "label": "fact", "statement": "X."},
+            ],
+        },
+    )
+    verdicts = write_json(
+        tmp_path / "v.json", {"i1.element.1": "meets", "i1.element.2": "missing", "i2.fact": "contradicts"}
+    )
     out = gamut("score", meta, verdicts).json()
     assert out["score"] == pytest.approx(0.6 / 0.9 * 0.5 + 0.3 / 0.9 * -1)
 
@@ -142,8 +171,13 @@ def test_cli_score_compiles_a_meta_rubric_first(tmp_path, gamut):
     ],
 )
 def test_cli_score_refuses_bad_verdicts_in_one_line(tmp_path, gamut, verdicts, message):
-    meta = write_json(tmp_path / "meta.json", {"question_id": "q", "items": [
-        {"id": "i1", "tier": "context", "type": "knowledge", "label": "f", "statement": "X."}]})
+    meta = write_json(
+        tmp_path / "meta.json",
+        {
+            "question_id": "q",
+            "items": [{"id": "i1", "tier": "context", "type": "knowledge", "label": "f", "statement": "X."}],
+        },
+    )
     result = gamut("score", meta, write_json(tmp_path / "v.json", verdicts))
     assert result.code == 2
     assert message in result.err and len(result.err.strip().splitlines()) == 1

@@ -31,16 +31,48 @@ def space(tmp_path_factory, scripted_endpoint):
     results, requests = root / "results", root / "requests"
     for model in ("good-model", "poor-model"):
         for variant in ("multimodal", "text_only"):
-            api_run(run_gamut, results / f"{model}-{variant}", scripted_endpoint.url, model, "strict-judge", variant,
-                    limit=QUESTIONS)
-        api_run(run_gamut, results / f"{model}-lenient", scripted_endpoint.url, model, "lenient-judge", "multimodal",
-                limit=QUESTIONS)
+            api_run(
+                run_gamut,
+                results / f"{model}-{variant}",
+                scripted_endpoint.url,
+                model,
+                "strict-judge",
+                variant,
+                limit=QUESTIONS,
+            )
+        api_run(
+            run_gamut,
+            results / f"{model}-lenient",
+            scripted_endpoint.url,
+            model,
+            "lenient-judge",
+            "multimodal",
+            limit=QUESTIONS,
+        )
     # The issue's case: a run over a few questions scores above complete ones.
-    api_run(run_gamut, results / "lucky-few", scripted_endpoint.url, "good-model-lucky", "strict-judge", "multimodal",
-            limit=2)
+    api_run(
+        run_gamut,
+        results / "lucky-few",
+        scripted_endpoint.url,
+        "good-model-lucky",
+        "strict-judge",
+        "multimodal",
+        limit=2,
+    )
     # The strict judge's audit sits beside its runs; the lenient judge has none.
-    done = run_gamut("judge-audit", "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url",
-                     scripted_endpoint.url, "--limit", "2", "--out", results / "judge-audit-strict")
+    done = run_gamut(
+        "judge-audit",
+        "--judge",
+        "strict-judge",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        scripted_endpoint.url,
+        "--limit",
+        "2",
+        "--out",
+        results / "judge-audit-strict",
+    )
     assert done.code == 0, done.err
     (results / "broken").mkdir()
     (results / "broken" / "results.json").write_text('{"model": {}}', encoding="utf-8")
@@ -53,15 +85,16 @@ def space(tmp_path_factory, scripted_endpoint):
 
 
 def rows(frame: dict) -> list[dict]:
-    return [dict(zip(frame["headers"], row)) for row in frame["data"]]
+    return [dict(zip(frame["headers"], row, strict=False)) for row in frame["data"]]
 
 
 TYPES = ["open", "proprietary", "unknown"]
 SIZES = ["under 10B", "10B to 100B", "over 100B", "unknown"]
 
 
-def board(client, variant="multimodal", judge="strict-judge", columns=("rank", "variant", "judge", "Gamut"),
-          types=TYPES):
+def board(
+    client, variant="multimodal", judge="strict-judge", columns=("rank", "variant", "judge", "Gamut"), types=TYPES
+):
     """The leaderboard as /refresh shows it: (ranked rows, partial rows, the not-loaded note)."""
     ranked, partial, _, _, _, note = client.predict(types, variant, judge, SIZES, list(columns), api_name="/refresh")
     return rows(ranked), rows(partial), note
@@ -87,7 +120,9 @@ def test_the_default_board_is_one_variant_under_the_primary_judge_ranked(space):
     assert defaults["variant_"] == "multimodal" and defaults["judge_"] == "strict-judge"  # judge of the most runs
     ranked, _, _ = board(client)
     assert [(r["rank"], r["model"], r["variant"], r["judge"]) for r in ranked] == [
-        (1, "good-model", "multimodal", "strict-judge"), (2, "poor-model", "multimodal", "strict-judge")]
+        (1, "good-model", "multimodal", "strict-judge"),
+        (2, "poor-model", "multimodal", "strict-judge"),
+    ]
     text_only, _, _ = board(client, variant="text_only")  # one click away
     assert [r["variant"] for r in text_only] == ["text_only", "text_only"] and text_only[0]["rank"] == 1
     lenient, _, _ = board(client, judge="lenient-judge")
@@ -132,8 +167,9 @@ def test_the_failure_browser_lists_and_shows_questions(space):
     assert all(r["matching checks"] >= 1 for r in found)
     scores = [r["poor-model score"] for r in found]
     assert scores == sorted(scores)
-    image, header, left, right = client.predict(found[0]["question"], ["poor-model-multimodal", "good-model-multimodal"],
-                                                api_name="/question")
+    image, header, left, right = client.predict(
+        found[0]["question"], ["poor-model-multimodal", "good-model-multimodal"], api_name="/question"
+    )
     assert image and Path(image).is_file()
     assert "Text-only question:" in header
     assert "Answer by poor-model" in left and "Answer by good-model" in right
@@ -159,8 +195,9 @@ def test_bad_and_hostile_uploads_are_refused_with_nothing_stored(space, tmp_path
     client, config = space
     ids = sample_ids()
     before = sorted(config.requests.glob("*")) if config.requests.exists() else []
-    bad = write_jsonl(tmp_path / "bad.jsonl", [{"question_id": "nope", "response": "x"},
-                                              {"question_id": ids[0], "response": 3}])
+    bad = write_jsonl(
+        tmp_path / "bad.jsonl", [{"question_id": "nope", "response": "x"}, {"question_id": ids[0], "response": 3}]
+    )
     status, _ = submit(client, bad)
     assert status.startswith("Refused:") and "line 1: unknown question_id 'nope'" in status
     assert "line 2: response must be a string" in status
@@ -180,8 +217,20 @@ def test_bad_and_hostile_uploads_are_refused_with_nothing_stored(space, tmp_path
 
 
 def run_worker(gamut, config, url):
-    done = gamut("worker", "--requests", config.requests, "--results", config.results, "--once",
-                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", url)
+    done = gamut(
+        "worker",
+        "--requests",
+        config.requests,
+        "--results",
+        config.results,
+        "--once",
+        "--judge",
+        "strict-judge",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        url,
+    )
     assert done.code == 0, done.err
     return done
 
@@ -191,8 +240,9 @@ def test_a_complete_submission_goes_from_pending_to_finished_and_is_ranked(space
     client, config = space
     ids = sample_ids()
     assert len(ids) == QUESTIONS
-    upload = write_jsonl(tmp_path / "submission.jsonl",
-                         [{"question_id": q, "response": f"Answer by good-model: about {q}"} for q in ids])
+    upload = write_jsonl(
+        tmp_path / "submission.jsonl", [{"question_id": q, "response": f"Answer by good-model: about {q}"} for q in ids]
+    )
     status, queue = submit(client, upload, name="acme/tiny-vl", partial=False)
     assert status.startswith(f"Accepted: acme/tiny-vl (multimodal), {QUESTIONS} answers"), status
     assert rows(queue)[0]["status"] == "PENDING"
@@ -220,8 +270,10 @@ def test_a_complete_submission_goes_from_pending_to_finished_and_is_ranked(space
 def test_a_partial_submission_is_judged_and_listed_apart(space, scripted_endpoint, gamut, tmp_path):
     client, config = space
     ids = sample_ids()
-    upload = write_jsonl(tmp_path / "submission.jsonl",
-                         [{"question_id": q, "response": f"Answer by good-model: about {q}"} for q in ids[:3]])
+    upload = write_jsonl(
+        tmp_path / "submission.jsonl",
+        [{"question_id": q, "response": f"Answer by good-model: about {q}"} for q in ids[:3]],
+    )
     status, _ = submit(client, upload, name="acme/half-vl", partial=False)
     assert "questions have no response" in status  # 22 of 25 missing, not sent as partial
     status, _ = submit(client, upload, name="acme/half-vl", partial=True)
@@ -241,10 +293,23 @@ def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
         ids = sample_ids()
         queue = RequestQueue(tmp_path / "requests")
         data = "".join(json.dumps({"question_id": q, "response": "an answer"}) + "\n" for q in ids[:1]).encode()
-        queue.submit(parse_submission(data, {"name": "m", "access": "open", "variant": "text_only"}, ids, partial=True),
-                     "alice")
-        done = gamut("worker", "--requests", tmp_path / "requests", "--results", tmp_path / "results", "--once",
-                     "--judge", "j", "--judge-backend", "openai", "--judge-base-url", garbled.url)
+        queue.submit(
+            parse_submission(data, {"name": "m", "access": "open", "variant": "text_only"}, ids, partial=True), "alice"
+        )
+        done = gamut(
+            "worker",
+            "--requests",
+            tmp_path / "requests",
+            "--results",
+            tmp_path / "results",
+            "--once",
+            "--judge",
+            "j",
+            "--judge-backend",
+            "openai",
+            "--judge-base-url",
+            garbled.url,
+        )
         assert done.code == 0, done.err
         [record] = queue.records()
         assert record.status == "FAILED" and "unreadable" in record.reason
@@ -260,10 +325,14 @@ def test_the_worker_judges_with_a_real_model(gamut, tmp_path):
 
     ids = sample_ids()
     queue = RequestQueue(tmp_path / "requests")
-    data = "".join(json.dumps({"question_id": q, "response": "Brush its teeth daily and see a vet yearly."}) + "\n"
-                   for q in ids[:2]).encode()
-    queue.submit(parse_submission(data, {"name": "vet-bot", "access": "proprietary", "variant": "text_only"}, ids,
-                                  partial=True), "bob")
+    data = "".join(
+        json.dumps({"question_id": q, "response": "Brush its teeth daily and see a vet yearly."}) + "\n"
+        for q in ids[:2]
+    ).encode()
+    queue.submit(
+        parse_submission(data, {"name": "vet-bot", "access": "proprietary", "variant": "text_only"}, ids, partial=True),
+        "bob",
+    )
     done = gamut("worker", "--requests", tmp_path / "requests", "--results", tmp_path / "results", "--once")
     assert done.code == 0, done.err
     [record] = queue.records()
@@ -277,8 +346,12 @@ def one_submission(queue, user="erin", name="m", answers=1, **card):
 
     ids = sample_ids()
     data = "".join(json.dumps({"question_id": q, "response": "Answer by good-model"}) + "\n" for q in ids[:answers])
-    return queue.submit(parse_submission(data.encode(), {"name": name, "access": "open", "variant": "text_only", **card},
-                                         ids, partial=True), user)
+    return queue.submit(
+        parse_submission(
+            data.encode(), {"name": name, "access": "open", "variant": "text_only", **card}, ids, partial=True
+        ),
+        user,
+    )
 
 
 def test_queue_limits_and_claims(tmp_path):
@@ -299,8 +372,11 @@ def test_queue_limits_and_claims(tmp_path):
         assert queue.claim("w2") is None  # the only request is taken, and its claim is fresh
         queue.finish(claimed, "FINISHED")
     with pytest.raises(SubmissionError, match="in the last 24 hours"):
-        queue.submit(parse_submission(data, {"name": "late", "access": "open", "variant": "text_only"}, ids), "carol",
-                     now=start + timedelta(hours=5))
+        queue.submit(
+            parse_submission(data, {"name": "late", "access": "open", "variant": "text_only"}, ids),
+            "carol",
+            now=start + timedelta(hours=5),
+        )
     with pytest.raises(SubmissionError, match="already on the board"):
         queue.submit(parse_submission(data, {"name": "m0", "access": "open", "variant": "text_only"}, ids), "dave")
     assert queue.responses(record.key) == {"q1": "a", "q2": "b"}
@@ -353,8 +429,10 @@ class RecordingHub:
         head, files = log[-1]
         if parent_commit is not None and parent_commit != head:
             response = httpx.Response(412, request=httpx.Request("POST", f"https://huggingface.co/api/{repo_id}"))
-            raise HfHubHTTPError("412 Client Error: Precondition Failed: A commit has happened since. Please refresh "
-                                 "and try again.", response=response)
+            raise HfHubHTTPError(
+                "412 Client Error: Precondition Failed: A commit has happened since. Please refresh and try again.",
+                response=response,
+            )
         files = {**files, **{op.path_in_repo: Path(op.path_or_fileobj).read_bytes() for op in operations}}
         oid = hashlib.sha1(f"{repo_id}{len(log)}".encode()).hexdigest()
         log.append((oid, files))
@@ -382,17 +460,29 @@ def test_hub_mirrors_carry_requests_and_results(scripted_endpoint, tmp_path):
     queue = RequestQueue(tmp_path / "requests")
     record = one_submission(queue)
     requests_hub.push(queue.files(record.key), "submit")
-    done = process_next(queue, tmp_path / "results", tmp_path / "work", "gamut-sample",
-                        scripted_judge(scripted_endpoint.url), echo=lambda _: None, requests_hub=requests_hub,
-                        results_hub=results_hub, worker="w1")
+    done = process_next(
+        queue,
+        tmp_path / "results",
+        tmp_path / "work",
+        "gamut-sample",
+        scripted_judge(scripted_endpoint.url),
+        echo=lambda _: None,
+        requests_hub=requests_hub,
+        results_hub=results_hub,
+        worker="w1",
+    )
     assert done.status == "FINISHED"
     assert api.pulls == ["org/requests"]
     assert [(repo, message) for repo, _, message in api.commits] == [
-        ("org/requests", "submit"), ("org/requests", f"{record.key}: RUNNING (w1)"),
-        ("org/results", f"results of {record.key}"), ("org/requests", f"{record.key}: FINISHED")]
+        ("org/requests", "submit"),
+        ("org/requests", f"{record.key}: RUNNING (w1)"),
+        ("org/results", f"results of {record.key}"),
+        ("org/requests", f"{record.key}: FINISHED"),
+    ]
     assert api.commits[0][1] == [f"{record.key}.json", f"{record.key}.jsonl"]
-    assert api.commits[2][1] == sorted(f"{record.key}/{name}" for name in
-                                       ("details.parquet", "model.json", "responses.parquet", "results.json"))
+    assert api.commits[2][1] == sorted(
+        f"{record.key}/{name}" for name in ("details.parquet", "model.json", "responses.parquet", "results.json")
+    )
     assert api.record("org/requests", record.key)["status"] == "FINISHED"
 
 
@@ -407,8 +497,20 @@ def test_a_claim_left_by_a_dead_worker_is_taken_over(scripted_endpoint, gamut, t
     queue.claim("dead-host:41", now=datetime.now(UTC) - timedelta(hours=1))  # then the process was killed
     alive = one_submission(queue, user="gina", name="m2")
     assert queue.claim("busy-host:7", lease=timedelta(days=1)).key == alive.key  # judging now, its heartbeat fresh
-    worker = ("worker", "--requests", tmp_path / "requests", "--results", tmp_path / "results", "--once",
-              "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", scripted_endpoint.url)
+    worker = (
+        "worker",
+        "--requests",
+        tmp_path / "requests",
+        "--results",
+        tmp_path / "results",
+        "--once",
+        "--judge",
+        "strict-judge",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        scripted_endpoint.url,
+    )
     done = gamut(*worker)
     assert done.code == 0, done.err
     assert f"{dead.key}: taking over from dead-host:41" in done.err and "handled 1 submission" in done.out
@@ -453,8 +555,15 @@ def test_a_claim_the_hub_does_not_take_is_given_back(scripted_endpoint, tmp_path
     hub.push(queue.files(record.key), "submit")
     api.fail = 1
     with pytest.raises(PushError, match="cannot reach the hub to push org/requests"):
-        process_next(queue, tmp_path / "results", tmp_path / "work", "gamut-sample",
-                     scripted_judge(scripted_endpoint.url), echo=lambda _: None, requests_hub=hub)
+        process_next(
+            queue,
+            tmp_path / "results",
+            tmp_path / "work",
+            "gamut-sample",
+            scripted_judge(scripted_endpoint.url),
+            echo=lambda _: None,
+            requests_hub=hub,
+        )
     assert queue.get(record.key).status == "PENDING" and api.record("org/requests", record.key)["status"] == "PENDING"
     assert hub.unpushed == set()  # a claim that did not happen is not sent later
 
@@ -501,8 +610,13 @@ def hub_space(tmp_path):
 
     api = RecordingHub()
     (tmp_path / "results").mkdir()
-    config = SpaceConfig(results=tmp_path / "results", requests=tmp_path / "space-requests", dataset="gamut-sample",
-                         login=False, requests_hub=HubFolder("org/requests", tmp_path / "space-requests", api=api))
+    config = SpaceConfig(
+        results=tmp_path / "results",
+        requests=tmp_path / "space-requests",
+        dataset="gamut-sample",
+        login=False,
+        requests_hub=HubFolder("org/requests", tmp_path / "space-requests", api=api),
+    )
     app, url = launch(config)
     yield Client(url, verbose=False), config, api
     app.close()
@@ -522,9 +636,15 @@ def test_the_space_reads_the_queue_a_worker_elsewhere_changed(hub_space, scripte
     [key] = [name.removesuffix(".json") for name in api.files("org/requests") if name.endswith(".json")]
 
     elsewhere = RequestQueue(tmp_path / "worker-requests")  # the worker's machine
-    done = process_next(elsewhere, tmp_path / "worker-results", tmp_path / "work", "gamut-sample",
-                        scripted_judge(scripted_endpoint.url), echo=lambda _: None,
-                        requests_hub=HubFolder("org/requests", elsewhere.folder, api=api))
+    done = process_next(
+        elsewhere,
+        tmp_path / "worker-results",
+        tmp_path / "work",
+        "gamut-sample",
+        scripted_judge(scripted_endpoint.url),
+        echo=lambda _: None,
+        requests_hub=HubFolder("org/requests", elsewhere.folder, api=api),
+    )
     assert done.key == key and done.status == "FINISHED"
 
     assert rows(client.predict(api_name="/queue"))[0]["status"] == "FINISHED"
@@ -543,8 +663,9 @@ def test_a_request_the_hub_did_not_take_is_sent_again(hub_space, tmp_path):
     assert rows(client.predict(api_name="/queue"))[0]["model"] == "acme/lost"
     [(repo, files, message)] = api.commits
     assert message == "requests not sent before" and len(files) == 2
-    assert {json.loads(data)["model"]["name"] for name, data in api.files("org/requests").items()
-            if name.endswith(".json")} == {"acme/lost"}
+    assert {
+        json.loads(data)["model"]["name"] for name, data in api.files("org/requests").items() if name.endswith(".json")
+    } == {"acme/lost"}
 
 
 def serve_in_a_process(command: list[str], env: dict, port: int):
@@ -554,8 +675,9 @@ def serve_in_a_process(command: list[str], env: dict, port: int):
     import time
     import urllib.request
 
-    server = subprocess.Popen(command, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     for _ in range(240):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
@@ -589,9 +711,20 @@ def test_gamut_space_serves_the_sample_runs(space, tmp_path):
 
     _, config = space
     port = free_port()
-    server = serve_in_a_process([sys.executable, "-m", "gamut_hf", "space", "--results", str(config.results),
-                                 "--requests", str(tmp_path / "requests")],
-                                {"GRADIO_SERVER_PORT": str(port)}, port)
+    server = serve_in_a_process(
+        [
+            sys.executable,
+            "-m",
+            "gamut_hf",
+            "space",
+            "--results",
+            str(config.results),
+            "--requests",
+            str(tmp_path / "requests"),
+        ],
+        {"GRADIO_SERVER_PORT": str(port)},
+        port,
+    )
     try:
         url = f"http://127.0.0.1:{port}/"
         client = Client(url, verbose=False)
@@ -617,9 +750,15 @@ def test_the_space_app_refuses_an_oversize_upload(tmp_path):
 
     port = free_port()
     app = Path(__file__).resolve().parents[1] / "space" / "app.py"
-    server = serve_in_a_process([sys.executable, str(app)], {"GAMUT_SPACE_DATA": str(tmp_path / "data"),
-                                                            "GRADIO_SERVER_PORT": str(port),
-                                                            "GRADIO_SERVER_NAME": "127.0.0.1"}, port)
+    server = serve_in_a_process(
+        [sys.executable, str(app)],
+        {
+            "GAMUT_SPACE_DATA": str(tmp_path / "data"),
+            "GRADIO_SERVER_PORT": str(port),
+            "GRADIO_SERVER_NAME": "127.0.0.1",
+        },
+        port,
+    )
     try:
         assert upload_status(f"http://127.0.0.1:{port}/", MAX_UPLOAD_BYTES + 1024) == 413
     finally:

@@ -115,18 +115,32 @@ def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, scrip
     expect(page.locator("#submit-status textarea")).to_have_value("Refused:\nline 1: unknown question_id 'nope'")
     assert not config.requests.exists() or not list(config.requests.glob("*.json"))
 
-    good = write_jsonl(tmp_path / "good.jsonl", [{"question_id": q, "response": f"Answer by good-model on {q}"}
-                                                for q in ids[:2]])
+    good = write_jsonl(
+        tmp_path / "good.jsonl", [{"question_id": q, "response": f"Answer by good-model on {q}"} for q in ids[:2]]
+    )
     page.locator("#upload button[aria-label='Clear'], #upload button[aria-label='Remove this file']").first.click()
     page.locator("#upload input[type=file]").set_input_files(str(good))
     page.click("#send")
     expect(page.locator("#submit-status textarea")).to_have_value(
-        re.compile(r"^Accepted: acme/browser-vl \(multimodal\), 2 answers"))
+        re.compile(r"^Accepted: acme/browser-vl \(multimodal\), 2 answers")
+    )
     expect(page.locator("#requests-table")).to_contain_text("PENDING")
     page.screenshot(path=str(SHOTS / "submit-pending.png"), full_page=True)
 
-    done = gamut("worker", "--requests", config.requests, "--results", config.results, "--once",
-                 "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", scripted_endpoint.url)
+    done = gamut(
+        "worker",
+        "--requests",
+        config.requests,
+        "--results",
+        config.results,
+        "--once",
+        "--judge",
+        "strict-judge",
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        scripted_endpoint.url,
+    )
     assert done.code == 0, done.err
     page.click("#requests-refresh")
     expect(page.locator("#requests-table")).to_contain_text("FINISHED")
@@ -147,19 +161,34 @@ def test_in_a_space_submissions_need_a_signed_in_user(browser, tmp_path, monkeyp
     import gradio.oauth
     from gradio_client import Client, handle_file
 
-    monkeypatch.setattr(gradio.oauth, "_get_mocked_oauth_info", lambda: {
-        "access_token": "not-a-token", "token_type": "bearer", "expires_in": 3600, "scope": "openid profile",
-        "expires_at": int(time.time()) + 3600,
-        "userinfo": {"sub": "1", "name": "Test User", "preferred_username": "tester",
-                     "profile": "https://huggingface.co/tester", "picture": ""}})
+    monkeypatch.setattr(
+        gradio.oauth,
+        "_get_mocked_oauth_info",
+        lambda: {
+            "access_token": "not-a-token",
+            "token_type": "bearer",
+            "expires_in": 3600,
+            "scope": "openid profile",
+            "expires_at": int(time.time()) + 3600,
+            "userinfo": {
+                "sub": "1",
+                "name": "Test User",
+                "preferred_username": "tester",
+                "profile": "https://huggingface.co/tester",
+                "picture": "",
+            },
+        },
+    )
     (tmp_path / "results").mkdir()
-    config = SpaceConfig(results=tmp_path / "results", requests=tmp_path / "requests", dataset="gamut-sample",
-                         login=True)
+    config = SpaceConfig(
+        results=tmp_path / "results", requests=tmp_path / "requests", dataset="gamut-sample", login=True
+    )
     app, url = launch(config)
     try:
         upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": q, "response": "an answer"} for q in sample_ids()])
-        status, _ = Client(url, verbose=False).predict(handle_file(str(upload)), "acme/signed", "", "open", 0,
-                                                       "text_only", False, api_name="/submit")
+        status, _ = Client(url, verbose=False).predict(
+            handle_file(str(upload)), "acme/signed", "", "open", 0, "text_only", False, api_name="/submit"
+        )
         assert status == "Refused: sign in with Hugging Face first."
 
         page = browser.new_page(viewport={"width": 1400, "height": 1000})

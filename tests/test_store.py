@@ -10,14 +10,35 @@ from gamut_hf.evaluation.store import RunStore, StoreConflict, content_key
 
 
 def generation(key, response="An answer."):
-    return {"key": key, "question_id": "q1", "variant": "text_only", "model": "m", "response": response,
-            "error": None, "prompt_tokens": 10, "completion_tokens": 5, "seconds": 0.1}
+    return {
+        "key": key,
+        "question_id": "q1",
+        "variant": "text_only",
+        "model": "m",
+        "response": response,
+        "error": None,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "seconds": 0.1,
+    }
 
 
 def verdict(key, value="meets"):
-    return {"key": key, "generation_key": "g1", "question_id": "q1", "check_id": "i1.fact", "judge": "j",
-            "verdict": value, "rationale": None, "raw": value, "attempts": 1, "prompt_tokens": 20,
-            "completion_tokens": 1, "cached_tokens": 15, "seconds": 0.05}
+    return {
+        "key": key,
+        "generation_key": "g1",
+        "question_id": "q1",
+        "check_id": "i1.fact",
+        "judge": "j",
+        "verdict": value,
+        "rationale": None,
+        "raw": value,
+        "attempts": 1,
+        "prompt_tokens": 20,
+        "completion_tokens": 1,
+        "cached_tokens": 15,
+        "seconds": 0.05,
+    }
 
 
 def test_content_keys_depend_on_every_part_and_nothing_else():
@@ -71,7 +92,9 @@ def test_a_real_verdict_wins_over_an_error_in_either_direction_of_a_merge(tmp_pa
                 for source in order:
                     target.merge_from(source)
                 assert {k: v.verdict for k, v in target.verdicts(["v1", "v2"]).items()} == {
-                    "v1": "meets", "v2": "contradicts"}, name
+                    "v1": "meets",
+                    "v2": "contradicts",
+                }, name
         # A real verdict against a different real verdict is still a conflict.
         with RunStore(tmp_path / "other") as other:
             other.add_verdicts([verdict("v1", "missing")])

@@ -16,8 +16,13 @@ from gamut_hf.leaderboard.submission import (
 )
 
 IDS = ["q1", "q2", "q3"]
-CARD = {"name": "acme/Tiny-VL 7B", "link": "https://example.org/tiny", "access": "open",
-        "parameters_billions": 7, "variant": "multimodal"}
+CARD = {
+    "name": "acme/Tiny-VL 7B",
+    "link": "https://example.org/tiny",
+    "access": "open",
+    "parameters_billions": 7,
+    "variant": "multimodal",
+}
 
 
 def jsonl(*records) -> bytes:
@@ -38,9 +43,15 @@ def test_a_complete_upload_is_accepted():
 
 
 def test_every_line_problem_is_reported_with_its_line():
-    data = jsonl({"question_id": "q1", "response": "a"}, "{not json", [1, 2],
-                 {"question_id": "q9", "response": "b"}, {"question_id": "q1", "response": "c"},
-                 {"question_id": "q2", "response": 5}, {"question_id": "q3", "response": "d", "score": 99})
+    data = jsonl(
+        {"question_id": "q1", "response": "a"},
+        "{not json",
+        [1, 2],
+        {"question_id": "q9", "response": "b"},
+        {"question_id": "q1", "response": "c"},
+        {"question_id": "q2", "response": 5},
+        {"question_id": "q3", "response": "d", "score": 99},
+    )
     assert problems(data) == [
         "line 2: not valid JSON (Expecting property name enclosed in double quotes at column 2)",
         "line 3: expected a JSON object, got list",
@@ -53,19 +64,37 @@ def test_every_line_problem_is_reported_with_its_line():
 
 def test_coverage_size_and_encoding():
     assert problems(jsonl({"question_id": "q1", "response": "a"})) == [
-        "2 of 3 questions have no response (first: 'q2'); answer every question, or submit as partial"]
+        "2 of 3 questions have no response (first: 'q2'); answer every question, or submit as partial"
+    ]
     assert parse_responses(jsonl({"question_id": "q1", "response": "a"}), IDS, partial=True) == {"q1": "a"}
-    assert problems(b"") == ['the file has no responses (one JSON object per line: {"question_id": ..., "response": ...})']
+    assert problems(b"") == [
+        'the file has no responses (one JSON object per line: {"question_id": ..., "response": ...})'
+    ]
     assert problems(b"x" * 101, max_bytes=100) == ["the file is 101 bytes; the limit is 100"]
     assert problems(b'{"question_id": "q1", "response": "ok"}\n{"question_id": "q2", "response": "\xff"}') == [
-        "line 2: not UTF-8 (byte 36 of the line)"]
+        "line 2: not UTF-8 (byte 36 of the line)"
+    ]
     long = jsonl({"question_id": "q1", "response": "x" * (MAX_RESPONSE_CHARS + 1)})
-    assert problems(long, partial=True) == [f"line 1: response is {MAX_RESPONSE_CHARS + 1:,} characters; "
-                                            f"the limit is {MAX_RESPONSE_CHARS:,}"]
+    assert problems(long, partial=True) == [
+        f"line 1: response is {MAX_RESPONSE_CHARS + 1:,} characters; the limit is {MAX_RESPONSE_CHARS:,}"
+    ]
 
 
-@pytest.mark.parametrize("name", ["<img src=x onerror=alert(1)>", "../../etc/passwd", "a/b/c", "/abs", "name\nnext",
-                                  "x" * 200, "", "-lead", "a..b", "model\x00"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "<img src=x onerror=alert(1)>",
+        "../../etc/passwd",
+        "a/b/c",
+        "/abs",
+        "name\nnext",
+        "x" * 200,
+        "",
+        "-lead",
+        "a..b",
+        "model\x00",
+    ],
+)
 def test_unsafe_model_names_are_refused(name):
     with pytest.raises(SubmissionError) as caught:
         parse_model_info({**CARD, "name": name})

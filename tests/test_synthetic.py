@@ -24,7 +24,8 @@ def test_full_size_statistics_match_the_generator_parameters():
         records.append(RubricRecord(q["domain"], rubric, compile_rubric(rubric)))
     stats = rubric_stats(records)
     assert stats.questions == 1813 and stats.domains == dict(
-        sorted(params.domains.items(), key=lambda kv: (-kv[1], kv[0])))
+        sorted(params.domains.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
     assert stats.checks_per_question.mean == pytest.approx(15.2, abs=0.05)
     assert stats.checks_per_question.median == 15 and stats.checks_per_question.max == 41
     for tier, target in params.tier_checks.items():

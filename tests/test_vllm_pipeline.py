@@ -31,9 +31,24 @@ def check_results(folder, expected_checks: int | None = None) -> dict:
 
 def test_run_with_the_offline_engine_for_candidate_and_judge(gamut, tmp_path):
     eager = "enforce_eager=true"
-    done = gamut("run", "--out", tmp_path / "run", "--backend", "vllm", "--model", "smollm2-135m",
-                 "--model-option", eager, "--judge", "smollm2-135m", "--judge-backend", "vllm",
-                 "--judge-option", eager, *LIMIT)
+    done = gamut(
+        "run",
+        "--out",
+        tmp_path / "run",
+        "--backend",
+        "vllm",
+        "--model",
+        "smollm2-135m",
+        "--model-option",
+        eager,
+        "--judge",
+        "smollm2-135m",
+        "--judge-backend",
+        "vllm",
+        "--judge-option",
+        eager,
+        *LIMIT,
+    )
     assert done.code == 0, done.err[-3000:]
     results = check_results(tmp_path / "run")
     # Two engines, one after the other in one process; the judge's prefix cache is used.
@@ -43,9 +58,28 @@ def test_run_with_the_offline_engine_for_candidate_and_judge(gamut, tmp_path):
 
 def test_run_through_a_real_vllm_server_with_the_openai_backend(gamut, tmp_path):
     with vllm_server(resolve_model("smollm2-135m")) as url:
-        done = gamut("run", "--out", tmp_path / "run", "--backend", "openai", "--model", SERVED_MODEL_NAME,
-                     "--base-url", url, "--judge", SERVED_MODEL_NAME, "--judge-backend", "openai",
-                     "--judge-base-url", url, "--judge-option", "structured=vllm", "--concurrency", "8", *LIMIT)
+        done = gamut(
+            "run",
+            "--out",
+            tmp_path / "run",
+            "--backend",
+            "openai",
+            "--model",
+            SERVED_MODEL_NAME,
+            "--base-url",
+            url,
+            "--judge",
+            SERVED_MODEL_NAME,
+            "--judge-backend",
+            "openai",
+            "--judge-base-url",
+            url,
+            "--judge-option",
+            "structured=vllm",
+            "--concurrency",
+            "8",
+            *LIMIT,
+        )
         assert done.code == 0, done.err[-3000:]
         first = check_results(tmp_path / "run")
         # Rerun: everything is stored, the server is asked nothing and the results stand.

@@ -70,8 +70,9 @@ def _healthy(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def vllm_server(model_folder: str, port: int | None = None, extra_args: Sequence[str] = (),
-                startup_timeout: float = 900) -> Iterator[str]:
+def vllm_server(
+    model_folder: str, port: int | None = None, extra_args: Sequence[str] = (), startup_timeout: float = 900
+) -> Iterator[str]:
     """A real OpenAI-compatible vLLM server on 127.0.0.1 serving ``model_folder`` as "smollm2".
 
     Yields the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers; stops the
@@ -82,10 +83,21 @@ def vllm_server(model_folder: str, port: int | None = None, extra_args: Sequence
     """
     port = port or free_port()
     command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_folder), "--served-model-name", SERVED_MODEL_NAME,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", "4096", "--enforce-eager", "--enable-prompt-tokens-details",
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_folder),
+        "--served-model-name",
+        SERVED_MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "4096",
+        "--enforce-eager",
+        "--enable-prompt-tokens-details",
         "--disable-uvicorn-access-log",
     ]
     if on_cpu():
@@ -94,18 +106,24 @@ def vllm_server(model_folder: str, port: int | None = None, extra_args: Sequence
     log_dir = Path(tempfile.mkdtemp(prefix="vllm-serve-"))
     log_path = log_dir / "server.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)  # its own process group: engine + workers
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )  # its own process group: engine + workers
     try:
         deadline = time.monotonic() + startup_timeout
         health = f"http://127.0.0.1:{port}/health"
         while not _healthy(health):
             if process.poll() is not None:
-                pytest.fail(f"vllm serve exited with code {process.returncode} before it was healthy; "
-                            f"log {log_path}:\n{_tail(log_path)}", pytrace=False)
+                pytest.fail(
+                    f"vllm serve exited with code {process.returncode} before it was healthy; "
+                    f"log {log_path}:\n{_tail(log_path)}",
+                    pytrace=False,
+                )
             if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve was not healthy after {startup_timeout:.0f} s; "
-                            f"log {log_path}:\n{_tail(log_path)}", pytrace=False)
+                pytest.fail(
+                    f"vllm serve was not healthy after {startup_timeout:.0f} s; log {log_path}:\n{_tail(log_path)}",
+                    pytrace=False,
+                )
             time.sleep(1)
         yield f"http://127.0.0.1:{port}/v1"
     except BaseException:

@@ -8,7 +8,15 @@ foundation modules.
 
 from gamut_hf._exports import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "propose": "pipeline", "draft": "pipeline", "refine": "pipeline", "export": "pipeline",
-    "AuthoringStore": "store", "read_snippets": "evidence", "build_review_app": "review",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "propose": "pipeline",
+        "draft": "pipeline",
+        "refine": "pipeline",
+        "export": "pipeline",
+        "AuthoringStore": "store",
+        "read_snippets": "evidence",
+        "build_review_app": "review",
+    },
+)

@@ -127,8 +127,14 @@ def _similarity(texts: Sequence[str]):
     return cosine_similarity(matrix)
 
 
-def propose(images: Sequence[Path], backend: Backend, store: AuthoringStore, *, domain_hint: str | None = None,
-            echo: Echo = print) -> list[dict]:
+def propose(
+    images: Sequence[Path],
+    backend: Backend,
+    store: AuthoringStore,
+    *,
+    domain_hint: str | None = None,
+    echo: Echo = print,
+) -> list[dict]:
     """Propose, screen and choose one question per image; every candidate is stored with its fate."""
     rows: list[dict] = []
     for image_path in images:
@@ -136,20 +142,42 @@ def propose(images: Sequence[Path], backend: Backend, store: AuthoringStore, *, 
         image = open_image(image_path).convert("RGB")  # refused (one line) before anything is copied
         shutil.copy2(image_path, store.folder / "images" / name)
         hint = f" The photo is in the domain {domain_hint}." if domain_hint else ""
-        [answer] = backend.complete([ChatRequest(user="Propose 3 to 5 candidate questions." + hint, system=PROPOSE_SYSTEM,
-                                                 image=image, max_tokens=1500)],
-                                    JsonSchema(CandidateList.model_json_schema(), "candidates"))
+        [answer] = backend.complete(
+            [
+                ChatRequest(
+                    user="Propose 3 to 5 candidate questions." + hint,
+                    system=PROPOSE_SYSTEM,
+                    image=image,
+                    max_tokens=1500,
+                )
+            ],
+            JsonSchema(CandidateList.model_json_schema(), "candidates"),
+        )
         try:
             candidates = _json_output(answer.text, CandidateList).candidates
         except ValidationError as error:
-            rows.append({"image": name, "candidate": 0, "question": answer.text[:500], "text_question": "", "entity": "",
-                         "domain": "", "status": "rejected", "research": 0,
-                         "reasons": [f"the model's answer is not a candidate list: {error.errors()[0]['msg']}"]})
+            rows.append(
+                {
+                    "image": name,
+                    "candidate": 0,
+                    "question": answer.text[:500],
+                    "text_question": "",
+                    "entity": "",
+                    "domain": "",
+                    "status": "rejected",
+                    "research": 0,
+                    "reasons": [f"the model's answer is not a candidate list: {error.errors()[0]['msg']}"],
+                }
+            )
             echo(f"{name}: no usable candidates")
             continue
-        screens = backend.complete([ChatRequest(user=f"Candidate question: {c.question}", system=SCREEN_SYSTEM,
-                                                image=image, max_tokens=400) for c in candidates],
-                                   JsonSchema(Screening.model_json_schema(), "screening"))
+        screens = backend.complete(
+            [
+                ChatRequest(user=f"Candidate question: {c.question}", system=SCREEN_SYSTEM, image=image, max_tokens=400)
+                for c in candidates
+            ],
+            JsonSchema(Screening.model_json_schema(), "screening"),
+        )
         for number, (candidate, screen) in enumerate(zip(candidates, screens, strict=True), start=1):
             reasons = rule_problems(candidate)
             research = 0
@@ -166,19 +194,39 @@ def propose(images: Sequence[Path], backend: Backend, store: AuthoringStore, *, 
                     reasons.append(f"screening: fails the stranger test ({verdict.reason})")
             except ValidationError:
                 reasons.append("screening: the screening answer was unreadable")
-            rows.append({"image": name, "candidate": number, "question": candidate.question,
-                         "text_question": candidate.text_question, "entity": candidate.entity,
-                         "domain": candidate.domain, "status": "rejected" if reasons else "kept",
-                         "reasons": reasons or ["passes the rules and the screening"], "research": research})
+            rows.append(
+                {
+                    "image": name,
+                    "candidate": number,
+                    "question": candidate.question,
+                    "text_question": candidate.text_question,
+                    "entity": candidate.entity,
+                    "domain": candidate.domain,
+                    "status": "rejected" if reasons else "kept",
+                    "reasons": reasons or ["passes the rules and the screening"],
+                    "research": research,
+                }
+            )
     _choose(rows)
     store.put_proposals(rows)
     for row in rows:
         if row["status"] == "selected":
             qid = re.sub(r"[^A-Za-z0-9]+", "-", Path(row["image"]).stem).strip("-").lower() or "q"
-            store.put_question(AuthoredQuestion(
-                id=qid, image=row["image"], domain=row["domain"], question=row["question"],
-                text_question=row["text_question"], entity=row["entity"], meta_rubric=None, binary_rubric=None,
-                stage="proposed", status="open", updated_at=""))
+            store.put_question(
+                AuthoredQuestion(
+                    id=qid,
+                    image=row["image"],
+                    domain=row["domain"],
+                    question=row["question"],
+                    text_question=row["text_question"],
+                    entity=row["entity"],
+                    meta_rubric=None,
+                    binary_rubric=None,
+                    stage="proposed",
+                    status="open",
+                    updated_at="",
+                )
+            )
             echo(f"{row['image']}: chose {row['question']!r}")
     return rows
 
@@ -200,12 +248,16 @@ def _choose(rows: list[dict]) -> None:
         best = max(options, key=lambda i: (kept[i]["research"], -overlap(i), -kept[i]["candidate"]))
         chosen.append(best)
         kept[best]["status"] = "selected"
-        kept[best]["reasons"] = [f"most research-intensive kept candidate for this image (intensity "
-                                 f"{kept[best]['research']}; similarity to other chosen questions {overlap(best):.2f})"]
+        kept[best]["reasons"] = [
+            f"most research-intensive kept candidate for this image (intensity "
+            f"{kept[best]['research']}; similarity to other chosen questions {overlap(best):.2f})"
+        ]
         for i in options:
             if i != best:
-                kept[i]["reasons"] = [f"kept, not chosen: candidate {kept[best]['candidate']} needs more research "
-                                      "or differs more from the rest of the set"]
+                kept[i]["reasons"] = [
+                    f"kept, not chosen: candidate {kept[best]['candidate']} needs more research "
+                    "or differs more from the rest of the set"
+                ]
 
 
 # -- 2. draft --------------------------------------------------------------------------------
@@ -241,8 +293,10 @@ def resolve_citations(draft: Any, snippets: dict[str, Snippet], question_id: str
         for cited in item["evidence"]:
             snippet = snippets.get(cited) if isinstance(cited, str) else None
             if snippet is None:
-                problems.append(f"question {question_id}, item {item.get('id', '?')}, field evidence: "
-                                f"{cited!r} is not one of the snippet ids given")
+                problems.append(
+                    f"question {question_id}, item {item.get('id', '?')}, field evidence: "
+                    f"{cited!r} is not one of the snippet ids given"
+                )
             else:
                 evidence.append({"text": snippet.text, "url": snippet.url, "title": snippet.title})
         item["evidence"] = evidence
@@ -269,8 +323,17 @@ def validate_draft(text: str, snippets: dict[str, Snippet], question_id: str) ->
     return rubric, []
 
 
-def draft(store: AuthoringStore, retriever: Retriever, backend: Backend, *, max_rounds: int = 3, k: int = 10,
-          max_tokens: int = 3000, question_ids: Sequence[str] | None = None, echo: Echo = print) -> dict[str, list[str]]:
+def draft(
+    store: AuthoringStore,
+    retriever: Retriever,
+    backend: Backend,
+    *,
+    max_rounds: int = 3,
+    k: int = 10,
+    max_tokens: int = 3000,
+    question_ids: Sequence[str] | None = None,
+    echo: Echo = print,
+) -> dict[str, list[str]]:
     """Draft a meta-rubric for every proposed question; returns the problems of those that failed."""
     failed: dict[str, list[str]] = {}
     for question in store.questions():
@@ -284,11 +347,19 @@ def draft(store: AuthoringStore, retriever: Retriever, backend: Backend, *, max_
         problems: list[str] = []
         rubric, raw = None, ""
         for number in range(1, max_rounds + 1):
-            user = prompt if number == 1 else (
-                f"{prompt}\n\nYour previous draft:\n{raw}\n\nIt failed validation:\n- " + "\n- ".join(problems)
-                + "\n\nFix every problem and answer with the whole corrected rubric.")
-            [answer] = backend.complete([ChatRequest(user=user, system=DRAFT_SYSTEM, max_tokens=max_tokens)],
-                                        JsonSchema(draft_schema(), "meta_rubric"))
+            user = (
+                prompt
+                if number == 1
+                else (
+                    f"{prompt}\n\nYour previous draft:\n{raw}\n\nIt failed validation:\n- "
+                    + "\n- ".join(problems)
+                    + "\n\nFix every problem and answer with the whole corrected rubric."
+                )
+            )
+            [answer] = backend.complete(
+                [ChatRequest(user=user, system=DRAFT_SYSTEM, max_tokens=max_tokens)],
+                JsonSchema(draft_schema(), "meta_rubric"),
+            )
             raw = answer.text
             rubric, problems = validate_draft(raw, snippets, question.id)
             store.put_round(question.id, number, raw, problems)
@@ -337,17 +408,21 @@ def _support(backend: Backend, claim: str, snippets: Sequence[dict]) -> str:
     if not snippets:
         return "unsupported"
     evidence = "\n".join(f"- {s['title']}: {s['text']}" for s in snippets)
-    [answer] = backend.complete([ChatRequest(user=f"Item: {claim}\n\nEvidence:\n{evidence}\n\nVerdict:",
-                                             system=AUDIT_SYSTEM, max_tokens=8)], SUPPORT)
+    [answer] = backend.complete(
+        [ChatRequest(user=f"Item: {claim}\n\nEvidence:\n{evidence}\n\nVerdict:", system=AUDIT_SYSTEM, max_tokens=8)],
+        SUPPORT,
+    )
     # Backends return the choice as a word or, under a JSON schema, as {"verdict": word}; a
     # word-boundary search reads both ("supported" does not match inside "unsupported").
-    found = [(m.start(), option) for option in SUPPORT.options
-             if (m := re.search(rf"\b{option}\b", answer.text.lower()))]
+    found = [
+        (m.start(), option) for option in SUPPORT.options if (m := re.search(rf"\b{option}\b", answer.text.lower()))
+    ]
     return min(found)[1] if found else "unsupported"
 
 
-def refine(store: AuthoringStore, retriever: Retriever, backend: Backend, *, k: int = 3,
-           echo: Echo = print) -> dict[str, list[ItemFinding]]:
+def refine(
+    store: AuthoringStore, retriever: Retriever, backend: Backend, *, k: int = 3, echo: Echo = print
+) -> dict[str, list[ItemFinding]]:
     """Audit every drafted rubric item by item; rebuild and recompile; save the findings beside it."""
     report: dict[str, list[ItemFinding]] = {}
     for question in store.questions():
@@ -363,18 +438,28 @@ def refine(store: AuthoringStore, retriever: Retriever, backend: Backend, *, k: 
                 findings.append(ItemFinding(item["id"], verdict, f"{len(item.get('evidence', []))} cited snippet(s)"))
                 kept.append(item)
                 continue
-            fresh = [s for s in retriever.search(claim, k)
-                     if s.text not in {e["text"] for e in item.get("evidence", [])}]
-            found = [{"text": s.text, "url": s.url, "title": s.title} for s in fresh
-                     if _support(backend, claim, [{"text": s.text, "url": s.url, "title": s.title}]) != "unsupported"]
+            fresh = [
+                s for s in retriever.search(claim, k) if s.text not in {e["text"] for e in item.get("evidence", [])}
+            ]
+            found = [
+                {"text": s.text, "url": s.url, "title": s.title}
+                for s in fresh
+                if _support(backend, claim, [{"text": s.text, "url": s.url, "title": s.title}]) != "unsupported"
+            ]
             if found:
                 item["evidence"] = found
                 kept.append(item)
-                findings.append(ItemFinding(item["id"], "re-grounded",
-                                            f"the cited snippets did not support it; {len(found)} new snippet(s) do"))
+                findings.append(
+                    ItemFinding(
+                        item["id"],
+                        "re-grounded",
+                        f"the cited snippets did not support it; {len(found)} new snippet(s) do",
+                    )
+                )
             else:
-                findings.append(ItemFinding(item["id"], "removed",
-                                            "unsupported by its cited snippets and by a new search"))
+                findings.append(
+                    ItemFinding(item["id"], "removed", "unsupported by its cited snippets and by a new search")
+                )
         if not kept:  # never leave a question without items: keep them all, flagged
             kept = rubric["items"]
             findings.append(ItemFinding("*", "flagged", "every item was unsupported; kept for a human to decide"))
@@ -386,7 +471,9 @@ def refine(store: AuthoringStore, retriever: Retriever, backend: Backend, *, k: 
         store.put_question(question)
         report[question.id] = findings
         removed = [f.item_id for f in findings if f.verdict == "removed"]
-        echo(f"{question.id}: audited {len(findings)} items; removed {', '.join(removed) or 'none'}; {len(checks)} checks")
+        echo(
+            f"{question.id}: audited {len(findings)} items; removed {', '.join(removed) or 'none'}; {len(checks)} checks"
+        )
     return report
 
 
@@ -396,8 +483,11 @@ def refine(store: AuthoringStore, retriever: Retriever, backend: Backend, *, k: 
 def _is_previous_export(folder: Path) -> bool:
     """An empty folder or one holding exactly what :func:`export` writes (questions.jsonl, images/)."""
     names = {child.name for child in folder.iterdir()}
-    return names <= {QUESTIONS_FILE, "images"} and not (folder / "images").is_symlink() \
+    return (
+        names <= {QUESTIONS_FILE, "images"}
+        and not (folder / "images").is_symlink()
         and ((folder / "images").is_dir() or "images" not in names)
+    )
 
 
 def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0", source: str = "authored") -> int:
@@ -411,8 +501,10 @@ def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: exists and is not a folder")
     if out.is_dir() and not _is_previous_export(out):
-        raise InputError(f"{out}: holds files that are not an export (only {QUESTIONS_FILE} and images/ may be "
-                         "there); export into a new folder")
+        raise InputError(
+            f"{out}: holds files that are not an export (only {QUESTIONS_FILE} and images/ may be "
+            "there); export into a new folder"
+        )
     with atomic.folder_in_place(out) as staging:
         (staging / "images").mkdir()
         lines = []
@@ -420,9 +512,17 @@ def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0
             if q.status != "accepted" or q.meta_rubric is None:
                 continue
             shutil.copy2(store.folder / "images" / q.image, staging / "images" / q.image)
-            record = {"id": q.id, "domain": q.domain, "question": q.question, "text_question": q.text_question,
-                      "entity": q.entity, "image": f"images/{q.image}", "image_source": source,
-                      "image_license": license_, "meta_rubric": {**q.meta_rubric, "question_id": q.id}}
+            record = {
+                "id": q.id,
+                "domain": q.domain,
+                "question": q.question,
+                "text_question": q.text_question,
+                "entity": q.entity,
+                "image": f"images/{q.image}",
+                "image_source": source,
+                "image_license": license_,
+                "meta_rubric": {**q.meta_rubric, "question_id": q.id},
+            }
             if q.binary_rubric is not None:
                 record["binary_rubric"] = q.binary_rubric
             lines.append(json.dumps(record, ensure_ascii=False))

@@ -46,8 +46,10 @@ def scaffold_html(meta_rubric: dict | None, checks: list[dict]) -> str:
         parts.append(f"<div class='item'><strong>{title}</strong> <small>({cited} snippet(s))</small><ul>")
         for check in checks:
             if check["item_id"] == item.get("id"):
-                parts.append(f"<li><code>{html.escape(check['id'])}</code> <small>{html.escape(check['tier'])}</small> "
-                             f"{html.escape(check['text'])}</li>")
+                parts.append(
+                    f"<li><code>{html.escape(check['id'])}</code> <small>{html.escape(check['tier'])}</small> "
+                    f"{html.escape(check['text'])}</li>"
+                )
         parts.append("</ul></div>")
     return "".join(parts)
 
@@ -63,8 +65,14 @@ def diff_table(compiled: list[dict], edited: list[dict] | None) -> pd.DataFrame:
                 rows.append({"change": "removed", "id": cid, "compiled": check["text"], "edited": ""})
             elif after[cid] != check:
                 fields = [f for f in CHECK_COLUMNS if after[cid].get(f) != check.get(f)]
-                rows.append({"change": "changed " + ", ".join(fields), "id": cid,
-                             "compiled": check["text"], "edited": after[cid]["text"]})
+                rows.append(
+                    {
+                        "change": "changed " + ", ".join(fields),
+                        "id": cid,
+                        "compiled": check["text"],
+                        "edited": after[cid]["text"],
+                    }
+                )
         for cid, check in after.items():
             if cid not in before:
                 rows.append({"change": "added", "id": cid, "compiled": "", "edited": check["text"]})
@@ -83,8 +91,10 @@ def export_target(folder: str | Path, name: str) -> Path:
     """
     name = (name or "").strip()
     if not EXPORT_NAME.fullmatch(name) or ".." in name:
-        raise InputError(f"export name {name[:100]!r}: use a plain folder name (letters, digits, . _ -), "
-                         f"created under {Path(folder) / EXPORTS}")
+        raise InputError(
+            f"export name {name[:100]!r}: use a plain folder name (letters, digits, . _ -), "
+            f"created under {Path(folder) / EXPORTS}"
+        )
     return Path(folder) / EXPORTS / name
 
 
@@ -102,18 +112,30 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
         checks = q.binary_rubric if q.binary_rubric is not None else compiled
         trail = pd.DataFrame(store.edits(q.id), columns=["seq", "question_id", "who", "at", "field", "before", "after"])
         image = str(store.folder / "images" / q.image)
-        return (image, q.question, q.text_question, scaffold_html(q.meta_rubric, compiled),
-                pd.DataFrame(checks, columns=CHECK_COLUMNS), diff_table(compiled, q.binary_rubric), notes_html(q.id),
-                trail.drop(columns="question_id"), "")
+        return (
+            image,
+            q.question,
+            q.text_question,
+            scaffold_html(q.meta_rubric, compiled),
+            pd.DataFrame(checks, columns=CHECK_COLUMNS),
+            diff_table(compiled, q.binary_rubric),
+            notes_html(q.id),
+            trail.drop(columns="question_id"),
+            "",
+        )
 
     def notes_html(question_id: str) -> str:
         q = store.question(question_id)
         audit = store.audit(question_id)
-        findings = "".join(f"<li><code>{html.escape(f['item_id'])}</code> {html.escape(f['verdict'])}: "
-                           f"{html.escape(f['detail'])}</li>" for f in (audit or {}).get("items", []))
-        return (f"<p>Stage <b>{html.escape(q.stage)}</b>, review <b>{html.escape(q.status)}</b>, "
-                f"{len(store.rounds(question_id))} drafting round(s).</p>"
-                + (f"<p>Self-refinement audit:</p><ul>{findings}</ul>" if findings else ""))
+        findings = "".join(
+            f"<li><code>{html.escape(f['item_id'])}</code> {html.escape(f['verdict'])}: {html.escape(f['detail'])}</li>"
+            for f in (audit or {}).get("items", [])
+        )
+        return (
+            f"<p>Stage <b>{html.escape(q.stage)}</b>, review <b>{html.escape(q.status)}</b>, "
+            f"{len(store.rounds(question_id))} drafting round(s).</p>"
+            + (f"<p>Self-refinement audit:</p><ul>{findings}</ul>" if findings else "")
+        )
 
     def who_or_refuse(annotator: str) -> str | None:
         name = (annotator or "").strip()
@@ -128,8 +150,9 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
         with gr.Row():
             image = gr.Image(label="Image", interactive=False, height=300, elem_id="review-image")
             with gr.Column():
-                question = gr.Textbox(label="Question (generic reference to the pictured subject)",
-                                      elem_id="review-question-text")
+                question = gr.Textbox(
+                    label="Question (generic reference to the pictured subject)", elem_id="review-question-text"
+                )
                 text_question = gr.Textbox(label="Text-only question (subject named)", elem_id="review-text-question")
                 notes = gr.HTML(elem_id="review-notes")
         with gr.Row():
@@ -139,13 +162,19 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
         with gr.Row():
             scaffold = gr.HTML(elem_id="scaffold")
             with gr.Column():
-                checks = gr.Dataframe(headers=CHECK_COLUMNS, interactive=True, elem_id="checks", wrap=True,
-                                      label="Binary rubric (edit cells; add or remove rows)")
+                checks = gr.Dataframe(
+                    headers=CHECK_COLUMNS,
+                    interactive=True,
+                    elem_id="checks",
+                    wrap=True,
+                    label="Binary rubric (edit cells; add or remove rows)",
+                )
                 diff = gr.Dataframe(interactive=False, elem_id="diff", label="Edits against the compiled rubric")
         trail = gr.Dataframe(interactive=False, elem_id="trail", label="Audit trail")
         with gr.Row():
-            export_to = gr.Textbox(label=f"Export as (a folder under {Path(folder) / EXPORTS})", value="annotations",
-                                   elem_id="export-to")
+            export_to = gr.Textbox(
+                label=f"Export as (a folder under {Path(folder) / EXPORTS})", value="annotations", elem_id="export-to"
+            )
             export_button = gr.Button("Export accepted questions", elem_id="export")
 
         shown = [image, question, text_question, scaffold, checks, diff, notes, trail, message]
@@ -160,12 +189,23 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
                     return "Not saved: enter your name first."
                 store.edit(qid, who, field, value)
                 return f"Saved {field.replace('_', ' ')} ({who})."
+
             return save
 
-        question.input(save_text("question"), [annotator, question_id, question], message, api_name="edit_question",
-                       trigger_mode="always_last")
-        text_question.input(save_text("text_question"), [annotator, question_id, text_question], message,
-                            api_name="edit_text_question", trigger_mode="always_last")
+        question.input(
+            save_text("question"),
+            [annotator, question_id, question],
+            message,
+            api_name="edit_question",
+            trigger_mode="always_last",
+        )
+        text_question.input(
+            save_text("text_question"),
+            [annotator, question_id, text_question],
+            message,
+            api_name="edit_text_question",
+            trigger_mode="always_last",
+        )
 
         def save_checks(annotator_: str, qid: str, table: pd.DataFrame):
             who = who_or_refuse(annotator_)
@@ -173,8 +213,11 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
                 return "Choose a question first.", gr.Dataframe()
             if who is None:
                 return "Not saved: enter your name first.", gr.Dataframe()
-            rows = [{c: str(v).strip() for c, v in row.items()} for row in table.fillna("").to_dict("records")
-                    if any(str(v).strip() for v in row.values())]
+            rows = [
+                {c: str(v).strip() for c, v in row.items()}
+                for row in table.fillna("").to_dict("records")
+                if any(str(v).strip() for v in row.values())
+            ]
             try:
                 edited = [c.model_dump() for c in parse_checks(rows, question_id=qid)]
             except RubricError as error:
@@ -182,10 +225,16 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
             store.edit(qid, who, "binary_rubric", edited)
             q = store.question(qid)
             return f"Saved the binary rubric ({len(edited)} checks, {who}).", diff_table(
-                compiled_checks(q.meta_rubric, qid), q.binary_rubric)
+                compiled_checks(q.meta_rubric, qid), q.binary_rubric
+            )
 
-        checks.input(save_checks, [annotator, question_id, checks], [message, diff], api_name="edit_checks",
-                     trigger_mode="always_last")
+        checks.input(
+            save_checks,
+            [annotator, question_id, checks],
+            [message, diff],
+            api_name="edit_checks",
+            trigger_mode="always_last",
+        )
 
         def set_status(status: str):
             def decide(annotator_: str, qid: str):
@@ -194,13 +243,19 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
                     return "Choose a question and enter your name first.", gr.Dropdown(), gr.Dataframe(), gr.HTML()
                 store.edit(qid, who, "status", status)
                 trail_rows = pd.DataFrame(store.edits(qid)).drop(columns="question_id")
-                return (f"{qid}: {status} ({who}).", gr.Dropdown(choices=choices(), value=qid), trail_rows,
-                        notes_html(qid))
+                return (
+                    f"{qid}: {status} ({who}).",
+                    gr.Dropdown(choices=choices(), value=qid),
+                    trail_rows,
+                    notes_html(qid),
+                )
+
             return decide
 
         for button, status in ((accept, "accepted"), (rework, "rework"), (reject, "rejected")):
-            button.click(set_status(status), [annotator, question_id], [message, question_id, trail, notes],
-                         api_name=status)
+            button.click(
+                set_status(status), [annotator, question_id], [message, question_id, trail, notes], api_name=status
+            )
 
         def do_export(name: str):
             try:

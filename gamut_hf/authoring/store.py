@@ -86,8 +86,12 @@ class AuthoringStore:
         """This thread's connection, opened on first use."""
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = sqlite3.connect(self.folder / "authoring.sqlite", isolation_level=None,
-                                         timeout=self.BUSY_TIMEOUT_S, check_same_thread=False)
+            connection = sqlite3.connect(
+                self.folder / "authoring.sqlite",
+                isolation_level=None,
+                timeout=self.BUSY_TIMEOUT_S,
+                check_same_thread=False,
+            )
             connection.execute("PRAGMA journal_mode=WAL")
             self._local.connection = connection
             with self._lock:
@@ -115,24 +119,37 @@ class AuthoringStore:
             self.db.executemany(
                 "INSERT OR REPLACE INTO proposals VALUES (:image, :candidate, :question, :text_question, :entity, "
                 ":domain, :status, :reasons, :research)",
-                [{**row, "reasons": json.dumps(row["reasons"])} for row in rows])
+                [{**row, "reasons": json.dumps(row["reasons"])} for row in rows],
+            )
 
     def proposals(self) -> list[dict]:
         rows = self.db.execute("SELECT * FROM proposals ORDER BY image, candidate").fetchall()
         names = [d[0] for d in self.db.execute("SELECT * FROM proposals LIMIT 0").description]
-        return [{**dict(zip(names, r)), "reasons": json.loads(r[names.index("reasons")])} for r in rows]
+        return [{**dict(zip(names, r, strict=False)), "reasons": json.loads(r[names.index("reasons")])} for r in rows]
 
     # -- questions ---------------------------------------------------------------------------
 
     def put_question(self, q: AuthoredQuestion) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO questions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (q.id, q.image, q.domain, q.question, q.text_question, q.entity,
-             None if q.meta_rubric is None else json.dumps(q.meta_rubric),
-             None if q.binary_rubric is None else json.dumps(q.binary_rubric), q.stage, q.status, now()))
+            (
+                q.id,
+                q.image,
+                q.domain,
+                q.question,
+                q.text_question,
+                q.entity,
+                None if q.meta_rubric is None else json.dumps(q.meta_rubric),
+                None if q.binary_rubric is None else json.dumps(q.binary_rubric),
+                q.stage,
+                q.status,
+                now(),
+            ),
+        )
         if q.meta_rubric is not None:
-            (self.folder / "rubrics" / f"{q.id}.json").write_text(json.dumps(q.meta_rubric, indent=2) + "\n",
-                                                                   encoding="utf-8")
+            (self.folder / "rubrics" / f"{q.id}.json").write_text(
+                json.dumps(q.meta_rubric, indent=2) + "\n", encoding="utf-8"
+            )
 
     def questions(self) -> list[AuthoredQuestion]:
         return [self._question(row) for row in self.db.execute("SELECT * FROM questions ORDER BY id")]
@@ -151,16 +168,21 @@ class AuthoringStore:
     # -- drafting and auditing ---------------------------------------------------------------
 
     def put_round(self, question_id: str, number: int, raw: str, errors: list[str]) -> None:
-        self.db.execute("INSERT OR REPLACE INTO rounds VALUES (?, ?, ?, ?)", (question_id, number, raw, json.dumps(errors)))
+        self.db.execute(
+            "INSERT OR REPLACE INTO rounds VALUES (?, ?, ?, ?)", (question_id, number, raw, json.dumps(errors))
+        )
 
     def rounds(self, question_id: str) -> list[tuple[int, str, list[str]]]:
-        rows = self.db.execute("SELECT round, raw, errors FROM rounds WHERE question_id = ? ORDER BY round", (question_id,))
+        rows = self.db.execute(
+            "SELECT round, raw, errors FROM rounds WHERE question_id = ? ORDER BY round", (question_id,)
+        )
         return [(n, raw, json.loads(errors)) for n, raw, errors in rows]
 
     def put_audit(self, question_id: str, findings: dict) -> None:
         self.db.execute("INSERT OR REPLACE INTO audits VALUES (?, ?)", (question_id, json.dumps(findings)))
-        (self.folder / "rubrics" / f"{question_id}.audit.json").write_text(json.dumps(findings, indent=2) + "\n",
-                                                                            encoding="utf-8")
+        (self.folder / "rubrics" / f"{question_id}.audit.json").write_text(
+            json.dumps(findings, indent=2) + "\n", encoding="utf-8"
+        )
 
     def audit(self, question_id: str) -> dict | None:
         row = self.db.execute("SELECT findings FROM audits WHERE question_id = ?", (question_id,)).fetchone()
@@ -180,19 +202,33 @@ class AuthoringStore:
                 raise KeyError(question_id)
             if before[0] == stored:
                 return
-            self.db.execute(f"UPDATE questions SET {field} = ?, updated_at = ? WHERE id = ?", (stored, now(), question_id))
-            last = self.db.execute("SELECT seq, who, field, at FROM edits WHERE question_id = ? ORDER BY seq DESC LIMIT 1",
-                                   (question_id,)).fetchone()
-            if (last is not None and last[1] == who and last[2] == field and field != "status"
-                    and datetime.now(UTC) - datetime.fromisoformat(last[3]) < COALESCE):
+            self.db.execute(
+                f"UPDATE questions SET {field} = ?, updated_at = ? WHERE id = ?", (stored, now(), question_id)
+            )
+            last = self.db.execute(
+                "SELECT seq, who, field, at FROM edits WHERE question_id = ? ORDER BY seq DESC LIMIT 1", (question_id,)
+            ).fetchone()
+            if (
+                last is not None
+                and last[1] == who
+                and last[2] == field
+                and field != "status"
+                and datetime.now(UTC) - datetime.fromisoformat(last[3]) < COALESCE
+            ):
                 # The same person still typing in the same field: one trail entry, from the first value.
                 self.db.execute("UPDATE edits SET after = ?, at = ? WHERE seq = ?", (stored, now(), last[0]))
             else:
-                self.db.execute("INSERT INTO edits (question_id, who, at, field, before, after) VALUES (?, ?, ?, ?, ?, ?)",
-                                (question_id, who, now(), field, before[0], stored))
+                self.db.execute(
+                    "INSERT INTO edits (question_id, who, at, field, before, after) VALUES (?, ?, ?, ?, ?, ?)",
+                    (question_id, who, now(), field, before[0], stored),
+                )
 
     def edits(self, question_id: str | None = None) -> list[dict]:
         sql = "SELECT seq, question_id, who, at, field, before, after FROM edits"
-        rows = self.db.execute(sql + (" WHERE question_id = ? ORDER BY seq" if question_id else " ORDER BY seq"),
-                               (question_id,) if question_id else ())
-        return [dict(zip(("seq", "question_id", "who", "at", "field", "before", "after"), r)) for r in rows]
+        rows = self.db.execute(
+            sql + (" WHERE question_id = ? ORDER BY seq" if question_id else " ORDER BY seq"),
+            (question_id,) if question_id else (),
+        )
+        return [
+            dict(zip(("seq", "question_id", "who", "at", "field", "before", "after"), r, strict=False)) for r in rows
+        ]

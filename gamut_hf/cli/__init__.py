@@ -26,8 +26,6 @@ def cli() -> None:
     """GAMUT: factual completeness of long answers, graded check by check."""
 
 
-
-
 for _group in (rubrics, dataset, evaluation, reports, leaderboard, authoring):
     for _command in _group.COMMANDS:
         cli.add_command(_command)
@@ -63,7 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the last line of defence against tracebacks
         if os.environ.get("GAMUT_DEBUG"):
             raise
-        click.echo(f"gamut: internal error: {type(error).__name__}: {error} (GAMUT_DEBUG=1 shows the traceback)".splitlines()[0], err=True)
+        click.echo(
+            f"gamut: internal error: {type(error).__name__}: {error} (GAMUT_DEBUG=1 shows the traceback)".splitlines()[
+                0
+            ],
+            err=True,
+        )
         return 1
 
 

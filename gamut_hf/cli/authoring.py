@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
-
 # -- authoring --------------------------------------------------------------------------------
 
 
@@ -24,12 +23,16 @@ def author() -> None:
 
 
 def author_model_options(command: Any) -> Any:
-    for option in reversed([
-        click.option("--model", metavar="M", help="Model: a packaged name, folder, hub id or API model name."),
-        click.option("--backend", type=click.Choice(sorted(BACKENDS)), help="Backend [default: transformers]."),
-        click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE", help="Backend option."),
-        click.option("--base-url", "base_urls", multiple=True, metavar="URL", help="Endpoint(s) for the openai backend."),
-    ]):
+    for option in reversed(
+        [
+            click.option("--model", metavar="M", help="Model: a packaged name, folder, hub id or API model name."),
+            click.option("--backend", type=click.Choice(sorted(BACKENDS)), help="Backend [default: transformers]."),
+            click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE", help="Backend option."),
+            click.option(
+                "--base-url", "base_urls", multiple=True, metavar="URL", help="Endpoint(s) for the openai backend."
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -39,8 +42,13 @@ def _author_backend(options: dict[str, Any], *, need_model: bool = False):
 
     if need_model and not options["model"]:
         raise BadInput("propose needs a multimodal model: --model M (and --backend, --base-url as needed)")
-    spec = model_spec(ModelSpec(), options["model"], options["backend"],
-                      key_values(options["model_options"], "--model-option"), options["base_urls"])
+    spec = model_spec(
+        ModelSpec(),
+        options["model"],
+        options["backend"],
+        key_values(options["model_options"], "--model-option"),
+        options["base_urls"],
+    )
     return spec.load()
 
 
@@ -50,8 +58,10 @@ def _retriever(folder: str, snippets: str | None, search_url: str | None):
     if search_url:
         return SearxngRetriever(search_url, LocalSnippetStore.open(Path(folder) / "snippets.jsonl"))
     if not snippets:
-        raise BadInput("say where evidence comes from: --snippets FILE (JSONL of url, title, text, retrieved) "
-                       "or --search-url URL (a SearxNG instance)")
+        raise BadInput(
+            "say where evidence comes from: --snippets FILE (JSONL of url, title, text, retrieved) "
+            "or --search-url URL (a SearxNG instance)"
+        )
     store = LocalSnippetStore.open(snippets)
     if not store.snippets:
         raise BadInput(f"{snippets}: no snippets")
@@ -59,10 +69,16 @@ def _retriever(folder: str, snippets: str | None, search_url: str | None):
 
 
 def evidence_options(command: Any) -> Any:
-    for option in reversed([
-        click.option("--snippets", metavar="FILE", help="Local snippet store: JSONL of {url, title, text, retrieved}."),
-        click.option("--search-url", metavar="URL", help="A SearxNG instance to search instead (results cached in DIR)."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--snippets", metavar="FILE", help="Local snippet store: JSONL of {url, title, text, retrieved}."
+            ),
+            click.option(
+                "--search-url", metavar="URL", help="A SearxNG instance to search instead (results cached in DIR)."
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -80,26 +96,46 @@ def author_propose(images: tuple[str, ...], out: str, domain: str | None, **opti
     backend = _author_backend(options, need_model=True)
     try:
         with AuthoringStore(out) as store:
-            rows = propose([Path(i) for i in images], backend, store, domain_hint=domain,
-                           echo=lambda line: click.echo(line, err=True))
+            rows = propose(
+                [Path(i) for i in images],
+                backend,
+                store,
+                domain_hint=domain,
+                echo=lambda line: click.echo(line, err=True),
+            )
     finally:
         backend.close()
     chosen = sum(r["status"] == "selected" for r in rows)
-    click.echo(f"{len(rows)} candidates for {len(images)} images: {chosen} chosen, "
-               f"{sum(r['status'] == 'rejected' for r in rows)} rejected (see `gamut author review {out}`)")
+    click.echo(
+        f"{len(rows)} candidates for {len(images)} images: {chosen} chosen, "
+        f"{sum(r['status'] == 'rejected' for r in rows)} rejected (see `gamut author review {out}`)"
+    )
 
 
 @author.command("draft")
 @click.argument("folder", metavar="DIR")
-@click.option("--rounds", type=click.IntRange(min=1, max=10), default=3, show_default=True,
-              help="Validation-repair rounds per question.")
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1, max=10),
+    default=3,
+    show_default=True,
+    help="Validation-repair rounds per question.",
+)
 @click.option("--question-id", "question_ids", multiple=True, metavar="ID", help="Only these questions (again).")
-@click.option("--max-tokens", type=click.IntRange(min=16), default=3000, show_default=True,
-              help="Length cap of one draft.")
+@click.option(
+    "--max-tokens", type=click.IntRange(min=16), default=3000, show_default=True, help="Length cap of one draft."
+)
 @evidence_options
 @author_model_options
-def author_draft(folder: str, rounds: int, question_ids: tuple[str, ...], max_tokens: int, snippets: str | None,
-                 search_url: str | None, **options: Any) -> None:
+def author_draft(
+    folder: str,
+    rounds: int,
+    question_ids: tuple[str, ...],
+    max_tokens: int,
+    snippets: str | None,
+    search_url: str | None,
+    **options: Any,
+) -> None:
     """Evidence -> meta-rubric per proposed question, through structured output and a repair loop."""
     from gamut_hf.authoring.pipeline import draft
     from gamut_hf.authoring.store import AuthoringStore
@@ -108,9 +144,15 @@ def author_draft(folder: str, rounds: int, question_ids: tuple[str, ...], max_to
     backend = _author_backend(options)
     try:
         with AuthoringStore(folder) as store:
-            failed = draft(store, retriever, backend, max_rounds=rounds, max_tokens=max_tokens,
-                           question_ids=question_ids or None,
-                           echo=lambda line: click.echo(line, err=True))
+            failed = draft(
+                store,
+                retriever,
+                backend,
+                max_rounds=rounds,
+                max_tokens=max_tokens,
+                question_ids=question_ids or None,
+                echo=lambda line: click.echo(line, err=True),
+            )
     finally:
         backend.close()
     for qid, problems in failed.items():
@@ -118,7 +160,6 @@ def author_draft(folder: str, rounds: int, question_ids: tuple[str, ...], max_to
             click.echo(f"{qid}: {problem}")
     if failed:
         raise click.exceptions.Exit(EXIT_BAD_INPUT)
-
 
 
 @author.command("refine")
@@ -142,7 +183,6 @@ def author_refine(folder: str, snippets: str | None, search_url: str | None, **o
             if finding.verdict in ("removed", "re-grounded", "flagged"):
                 click.echo(f"{qid}: item {finding.item_id}: {finding.verdict}: {finding.detail}")
     click.echo(f"audited {len(report)} question(s); findings in {Path(folder) / 'rubrics'}/*.audit.json")
-
 
 
 @author.command("review")

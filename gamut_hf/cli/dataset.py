@@ -12,7 +12,6 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
-
 @click.command()
 @click.argument("source", metavar="SOURCE")
 @click.argument("out", metavar="OUT")
@@ -22,8 +21,16 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
 @click.option("--license", "license_", default="cc-by-nc-4.0", show_default=True, help="Licence in the card.")
 @click.option("--extra-domain", "extra_domains", multiple=True, help="Accept a domain beyond the known list.")
 @compile_options
-def build(source: str, out: str, overwrite: bool, repo_id: str | None, pretty_name: str, license_: str,
-          extra_domains: tuple[str, ...], **options: Any) -> None:
+def build(
+    source: str,
+    out: str,
+    overwrite: bool,
+    repo_id: str | None,
+    pretty_name: str,
+    license_: str,
+    extra_domains: tuple[str, ...],
+    **options: Any,
+) -> None:
     """Build an annotation folder (questions.jsonl + images) into a hub-layout dataset folder.
 
     Everything is validated first; any problem is reported (all of them, one per line), the
@@ -34,11 +41,20 @@ def build(source: str, out: str, overwrite: bool, repo_id: str | None, pretty_na
 
     try:
         questions = build_dataset(
-            source, out, compile_params=compile_params(options), overwrite=overwrite, pretty_name=pretty_name,
-            license=license_, repo_id=repo_id, extra_domains=extra_domains)
+            source,
+            out,
+            compile_params=compile_params(options),
+            overwrite=overwrite,
+            pretty_name=pretty_name,
+            license=license_,
+            repo_id=repo_id,
+            extra_domains=extra_domains,
+        )
     except AnnotationError as error:
-        fail_lines([f"{error.source}/{problem}" for problem in error.problems]
-                    + [f"gamut build: {len(error.problems)} problem(s); nothing written"])
+        fail_lines(
+            [f"{error.source}/{problem}" for problem in error.problems]
+            + [f"gamut build: {len(error.problems)} problem(s); nothing written"]
+        )
     checks = sum(len(q.checks) for q in questions)
     click.echo(f"built {out}: {len(questions)} questions, {checks} checks, configurations multimodal and text_only")
 
@@ -53,8 +69,7 @@ def stats(dataset: str, as_json: bool, revision: str | None) -> None:
     from gamut_hf.dataset.stats import RubricRecord, rubric_stats, stats_markdown
 
     data = load_gamut(dataset, "text_only", revision=revision)  # no images needed
-    result = rubric_stats(
-        RubricRecord(q.domain, q.meta_rubric, q.checks) for q in iter_questions(data, "text_only"))
+    result = rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in iter_questions(data, "text_only"))
     click.echo(result.model_dump_json(indent=2) if as_json else stats_markdown(result).rstrip())
 
 

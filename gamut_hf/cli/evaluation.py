@@ -19,7 +19,6 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
-
 def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     from gamut_hf.evaluation.config import (
         inherited_settings,
@@ -34,10 +33,15 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     if stored is not None and (inherited := inherited_settings(given, config)):
         # Said every time: a selection taken silently from an earlier run is easy to miss.
         hint = "; --all for every question" if inherited.keys() & {"limit", "question_ids", "shard"} else ""
-        click.echo(f"from the run in {options['out']}: {', '.join(inherited.values())} "
-                   f"(give an option to change it{hint})", err=True)
-    click.echo(f"{' + '.join(stages)}: {config.candidate.name} ({config.candidate.backend}) judged by "
-               f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}", err=True)
+        click.echo(
+            f"from the run in {options['out']}: {', '.join(inherited.values())} (give an option to change it{hint})",
+            err=True,
+        )
+    click.echo(
+        f"{' + '.join(stages)}: {config.candidate.name} ({config.candidate.backend}) judged by "
+        f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}",
+        err=True,
+    )
     results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
     if results is not None:
         print_summary(results, options["out"])
@@ -74,23 +78,50 @@ def judge(**options: Any) -> None:
 @click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m].")
 @click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers].")
 @click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
-@click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL",
-              help="Judge endpoint(s) for the openai backend; repeat for several.")
+@click.option(
+    "--judge-base-url",
+    "judge_base_urls",
+    multiple=True,
+    metavar="URL",
+    help="Judge endpoint(s) for the openai backend; repeat for several.",
+)
 @click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend.")
 @click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole responses).")
-@click.option("--out", metavar="DIR", help="Where the store, audit.json, audit.md and the figure go; put it in a "
-              "results folder to show the audit beside the judge's scores [default: judge-audit-<judge>-<backend>].")
-@click.option("--labels", metavar="FILE", help="Human verdicts in the audit set's format, measured instead of the "
-              "built-in gold.")
+@click.option(
+    "--out",
+    metavar="DIR",
+    help="Where the store, audit.json, audit.md and the figure go; put it in a "
+    "results folder to show the audit beside the judge's scores [default: judge-audit-<judge>-<backend>].",
+)
+@click.option(
+    "--labels", metavar="FILE", help="Human verdicts in the audit set's format, measured instead of the built-in gold."
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Only the responses of the first N questions.")
-@click.option("--rationale/--no-rationale", default=False, show_default=True, help="Judge writes a short rationale first.")
-@click.option("--judge-retries", type=click.IntRange(min=0), default=2, show_default=True,
-              help="Retries of an unreadable verdict.")
+@click.option(
+    "--rationale/--no-rationale", default=False, show_default=True, help="Judge writes a short rationale first."
+)
+@click.option(
+    "--judge-retries",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Retries of an unreadable verdict.",
+)
 @click.option("--retry-errors", is_flag=True, help="Judge again the checks stored as error.")
-def judge_audit(judge: str | None, judge_backend: str | None, judge_options: tuple[str, ...],
-                judge_base_urls: tuple[str, ...], concurrency: int | None, judge_batch_size: int | None,
-                out: str | None, labels: str | None, limit: int | None, rationale: bool, judge_retries: int,
-                retry_errors: bool) -> None:
+def judge_audit(
+    judge: str | None,
+    judge_backend: str | None,
+    judge_options: tuple[str, ...],
+    judge_base_urls: tuple[str, ...],
+    concurrency: int | None,
+    judge_batch_size: int | None,
+    out: str | None,
+    labels: str | None,
+    limit: int | None,
+    rationale: bool,
+    judge_retries: int,
+    retry_errors: bool,
+) -> None:
     """Measure a judge against responses whose right verdicts are known.
 
     Judges every check of the audit set shipped with the package (templated and prose
@@ -104,13 +135,22 @@ def judge_audit(judge: str | None, judge_backend: str | None, judge_options: tup
     from gamut_hf.evaluation.config import ModelSpec, model_spec
     from gamut_hf.reports.audit_report import summary_lines, write_audit_report
 
-    spec = model_spec(ModelSpec(), judge, judge_backend, key_values(judge_options, "--judge-option"),
-                      judge_base_urls, concurrency)
+    spec = model_spec(
+        ModelSpec(), judge, judge_backend, key_values(judge_options, "--judge-option"), judge_base_urls, concurrency
+    )
     folder = Path(out) if out else default_audit_folder(spec)
     click.echo(f"judge audit: {spec.name} ({spec.backend}) into {folder}", err=True)
-    results = run_audit(spec, folder, labels=labels, rationale=rationale, judge_retries=judge_retries,
-                        judge_batch_size=judge_batch_size, limit=limit, retry_errors=retry_errors,
-                        echo=lambda line: click.echo(line, err=True))
+    results = run_audit(
+        spec,
+        folder,
+        labels=labels,
+        rationale=rationale,
+        judge_retries=judge_retries,
+        judge_batch_size=judge_batch_size,
+        limit=limit,
+        retry_errors=retry_errors,
+        echo=lambda line: click.echo(line, err=True),
+    )
     write_audit_report(results, folder)
     for line in summary_lines(results):
         click.echo(line)
@@ -129,7 +169,9 @@ def merge(out: str, sources: tuple[str, ...], errors_as_missing: bool) -> None:
     """
     from gamut_hf.evaluation.merge import merge_runs
 
-    results = merge_runs(out, sources, errors_as_missing=errors_as_missing, echo=lambda line: click.echo(line, err=True))
+    results = merge_runs(
+        out, sources, errors_as_missing=errors_as_missing, echo=lambda line: click.echo(line, err=True)
+    )
     print_summary(results, out)
 
 

@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
-
 # -- the leaderboard Space --------------------------------------------------------------------
 
 
@@ -30,11 +29,27 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
 @click.option("--results-repo", metavar="REPO_ID", help="Hub dataset mirrored in --results (pushed).")
 @click.option("--once", is_flag=True, help="Stop when the queue is empty instead of waiting for more.")
 @click.option("--poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between looks.")
-@click.option("--lease", type=click.FloatRange(min=1), default=600.0, show_default=True,
-              help="Seconds a claim lasts without a heartbeat; then another worker may take the request over.")
-def worker(requests_dir: str, results_dir: str, dataset: str, judge: str | None, judge_backend: str | None,
-           judge_options: tuple[str, ...], judge_base_urls: tuple[str, ...], requests_repo: str | None,
-           results_repo: str | None, once: bool, poll: float, lease: float) -> None:
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=1),
+    default=600.0,
+    show_default=True,
+    help="Seconds a claim lasts without a heartbeat; then another worker may take the request over.",
+)
+def worker(
+    requests_dir: str,
+    results_dir: str,
+    dataset: str,
+    judge: str | None,
+    judge_backend: str | None,
+    judge_options: tuple[str, ...],
+    judge_base_urls: tuple[str, ...],
+    requests_repo: str | None,
+    results_repo: str | None,
+    once: bool,
+    poll: float,
+    lease: float,
+) -> None:
     """Judge queued submissions (PENDING -> RUNNING -> FINISHED or FAILED) into result folders."""
     from datetime import timedelta
 
@@ -43,35 +58,65 @@ def worker(requests_dir: str, results_dir: str, dataset: str, judge: str | None,
     from gamut_hf.leaderboard.queue import RequestQueue
     from gamut_hf.leaderboard.worker import serve
 
-    judge_spec = model_spec(RunConfig().judge, judge, judge_backend, key_values(judge_options, "--judge-option"),
-                            judge_base_urls)
+    judge_spec = model_spec(
+        RunConfig().judge, judge, judge_backend, key_values(judge_options, "--judge-option"), judge_base_urls
+    )
     queue = RequestQueue(requests_dir)
-    handled = serve(queue, Path(results_dir), Path(requests_dir) / ".work", dataset, judge_spec, once=once, poll=poll,
-                    echo=lambda line: click.echo(line, err=True),
-                    requests_hub=HubFolder(requests_repo, requests_dir) if requests_repo else None,
-                    results_hub=HubFolder(results_repo, results_dir) if results_repo else None,
-                    lease=timedelta(seconds=lease))
+    handled = serve(
+        queue,
+        Path(results_dir),
+        Path(requests_dir) / ".work",
+        dataset,
+        judge_spec,
+        once=once,
+        poll=poll,
+        echo=lambda line: click.echo(line, err=True),
+        requests_hub=HubFolder(requests_repo, requests_dir) if requests_repo else None,
+        results_hub=HubFolder(results_repo, results_dir) if results_repo else None,
+        lease=timedelta(seconds=lease),
+    )
     click.echo(f"handled {handled} submission(s)")
 
 
 @click.command()
-@click.option("--results", "results_dir", default="runs", show_default=True, metavar="DIR",
-              help="Folder of result folders (each a `gamut run` output, optionally with model.json).")
-@click.option("--requests", "requests_dir", default=None, metavar="DIR",
-              help="Request files for submissions [default: RESULTS/../requests].")
-@click.option("--dataset", default="gamut-sample", show_default=True, metavar="SOURCE",
-              help="Where question texts, images and meta-rubrics come from ('' for none).")
+@click.option(
+    "--results",
+    "results_dir",
+    default="runs",
+    show_default=True,
+    metavar="DIR",
+    help="Folder of result folders (each a `gamut run` output, optionally with model.json).",
+)
+@click.option(
+    "--requests",
+    "requests_dir",
+    default=None,
+    metavar="DIR",
+    help="Request files for submissions [default: RESULTS/../requests].",
+)
+@click.option(
+    "--dataset",
+    default="gamut-sample",
+    show_default=True,
+    metavar="SOURCE",
+    help="Where question texts, images and meta-rubrics come from ('' for none).",
+)
 @click.option("--primary-judge", metavar="J", help="The judge of the default board [default: the judge of most runs].")
 # Gradio's own variables, as `python app.py` honours them, when the flags are not given.
 @click.option("--host", default="127.0.0.1", show_default=True, envvar="GRADIO_SERVER_NAME", show_envvar=True)
 @click.option("--port", type=int, default=7860, show_default=True, envvar="GRADIO_SERVER_PORT", show_envvar=True)
-def space(results_dir: str, requests_dir: str | None, dataset: str, primary_judge: str | None, host: str,
-          port: int) -> None:
+def space(
+    results_dir: str, requests_dir: str | None, dataset: str, primary_judge: str | None, host: str, port: int
+) -> None:
     """Serve the leaderboard Space locally over result folders."""
     from gamut_hf.leaderboard.space import SpaceConfig, build_app, launch_options
 
-    config = SpaceConfig(results=Path(results_dir), requests=Path(requests_dir or Path(results_dir).parent / "requests"),
-                         dataset=dataset or None, primary_judge=primary_judge)
+    config = SpaceConfig(
+        results=Path(results_dir),
+        requests=Path(requests_dir or Path(results_dir).parent / "requests"),
+        dataset=dataset or None,
+        primary_judge=primary_judge,
+    )
     build_app(config).launch(server_name=host, server_port=port, **launch_options())
 
 

@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     from gamut_hf.evaluation.run_folder import RunResults
 
 
-
 EXIT_BAD_INPUT = 2
 
 
@@ -54,8 +53,12 @@ def compile_options(command: Any) -> Any:
     defaults = CompileParams()
     for name, field in reversed(list(CompileParams.model_fields.items())):
         command = click.option(
-            f"--{name.replace('_', '-')}", name, type=click.IntRange(min=field.metadata[0].ge),
-            default=getattr(defaults, name), show_default=True, help=field.description,
+            f"--{name.replace('_', '-')}",
+            name,
+            type=click.IntRange(min=field.metadata[0].ge),
+            default=getattr(defaults, name),
+            show_default=True,
+            help=field.description,
         )(command)
     return command
 
@@ -71,10 +74,11 @@ def load_meta_rubric(path: str, *, require_evidence: bool = False) -> MetaRubric
         fail_lines([f"{path}: {problem}" for problem in error.problems])
 
 
-
-
-SCORE_FLAGS = {"partial_credit": "--partial-credit", "contradiction_penalty": "--contradiction-penalty",
-               "tier_weights": "--weights"}
+SCORE_FLAGS = {
+    "partial_credit": "--partial-credit",
+    "contradiction_penalty": "--contradiction-penalty",
+    "tier_weights": "--weights",
+}
 
 
 def score_params(partial_credit: float, contradiction_penalty: float, weights: str) -> ScoreParams:
@@ -83,8 +87,11 @@ def score_params(partial_credit: float, contradiction_penalty: float, weights: s
     except ValueError:
         raise BadInput(f"--weights: expected three numbers like 0.6,0.3,0.1, got {weights!r}") from None
     try:
-        return ScoreParams(partial_credit=partial_credit, contradiction_penalty=contradiction_penalty,
-                           tier_weights={"answer_critical": ac, "valuable": v, "context": ctx})
+        return ScoreParams(
+            partial_credit=partial_credit,
+            contradiction_penalty=contradiction_penalty,
+            tier_weights={"answer_critical": ac, "valuable": v, "context": ctx},
+        )
     except ValidationError as error:
         where, message = first_problem(error)
         field, _, tier = where.partition(".")
@@ -102,10 +109,7 @@ def load_checks(path: str, params: CompileParams) -> list[Check]:
         fail_lines([f"{path}: {problem}" for problem in error.problems])
 
 
-
-
 # -- the evaluation pipeline ------------------------------------------------------------------
-
 
 
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
@@ -134,48 +138,99 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
 def run_options(options: dict[str, Any]) -> dict[str, Any]:
     """The run options as :func:`gamut_hf.evaluation.config.resolve_run_config` takes them:
     KEY=VALUE pairs parsed, the shard as ``(i, n)``."""
-    return {**options, "model_options": key_values(options["model_options"], "--model-option"),
-            "judge_options": key_values(options["judge_options"], "--judge-option"),
-            "shard": parse_shard(options["shard"])}
+    return {
+        **options,
+        "model_options": key_values(options["model_options"], "--model-option"),
+        "judge_options": key_values(options["judge_options"], "--judge-option"),
+        "shard": parse_shard(options["shard"]),
+    }
 
 
 def pipeline_options(command: Any) -> Any:
     """The options shared by run, generate and judge; what is not given comes from the run in --out."""
     options = [
         click.option("--out", required=True, metavar="DIR", help="Run folder: store, results.json, details.parquet."),
-        click.option("--dataset", metavar="SOURCE", help="Sample name, annotation or built folder, or hub id "
-                     "[default: gamut-sample]."),
+        click.option(
+            "--dataset",
+            metavar="SOURCE",
+            help="Sample name, annotation or built folder, or hub id [default: gamut-sample].",
+        ),
         click.option("--revision", help="Hub revision of the dataset."),
-        click.option("--images", metavar="WHERE", help="Where a dataset's referenced images are (the official "
-                     "release points into CRAG-MM): crag-mm, crag-mm=PATH or a folder of <question id>.jpg."),
-        click.option("--variant", type=click.Choice(VARIANTS),
-                     help="[default: text_only for the embedded default model, else multimodal]"),
-        click.option("--model", metavar="M", help="Candidate model: a packaged name, folder or hub id "
-                     "[default: smollm2-135m]."),
-        click.option("--backend", type=click.Choice(sorted(BACKENDS)), help="Candidate backend [default: transformers]."),
-        click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
-                     help="Candidate backend option (e.g. tensor_parallel_size=2, max_pixels=1003520)."),
-        click.option("--base-url", "base_urls", multiple=True, metavar="URL",
-                     help="Candidate endpoint(s) for the openai backend; repeat for several."),
+        click.option(
+            "--images",
+            metavar="WHERE",
+            help="Where a dataset's referenced images are (the official "
+            "release points into CRAG-MM): crag-mm, crag-mm=PATH or a folder of <question id>.jpg.",
+        ),
+        click.option(
+            "--variant",
+            type=click.Choice(VARIANTS),
+            help="[default: text_only for the embedded default model, else multimodal]",
+        ),
+        click.option(
+            "--model", metavar="M", help="Candidate model: a packaged name, folder or hub id [default: smollm2-135m]."
+        ),
+        click.option(
+            "--backend", type=click.Choice(sorted(BACKENDS)), help="Candidate backend [default: transformers]."
+        ),
+        click.option(
+            "--model-option",
+            "model_options",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Candidate backend option (e.g. tensor_parallel_size=2, max_pixels=1003520).",
+        ),
+        click.option(
+            "--base-url",
+            "base_urls",
+            multiple=True,
+            metavar="URL",
+            help="Candidate endpoint(s) for the openai backend; repeat for several.",
+        ),
         click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m]."),
-        click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers]."),
-        click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option."),
-        click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL",
-                     help="Judge endpoint(s) for the openai backend; repeat for several."),
+        click.option(
+            "--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers]."
+        ),
+        click.option(
+            "--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option."
+        ),
+        click.option(
+            "--judge-base-url",
+            "judge_base_urls",
+            multiple=True,
+            metavar="URL",
+            help="Judge endpoint(s) for the openai backend; repeat for several.",
+        ),
         click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
         click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
         click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
         click.option("--limit", type=click.IntRange(min=0), help="Only the first N questions (0: no limit)."),
         click.option("--question-id", "question_ids", multiple=True, metavar="ID", help="Only these questions."),
-        click.option("--all", "all_questions", is_flag=True,
-                     help="Every question: clears a --limit, --question-id or --shard the run in DIR has."),
-        click.option("--shard", metavar="i/n", help="Only questions i, i+n, i+2n, ... (merge shards with `gamut merge`)."),
-        click.option("--max-tokens", type=click.IntRange(min=1), help=f"Candidate answer length cap [default: 1024; {EMBEDDED_MAX_TOKENS} for the embedded default]."),
+        click.option(
+            "--all",
+            "all_questions",
+            is_flag=True,
+            help="Every question: clears a --limit, --question-id or --shard the run in DIR has.",
+        ),
+        click.option(
+            "--shard", metavar="i/n", help="Only questions i, i+n, i+2n, ... (merge shards with `gamut merge`)."
+        ),
+        click.option(
+            "--max-tokens",
+            type=click.IntRange(min=1),
+            help=f"Candidate answer length cap [default: 1024; {EMBEDDED_MAX_TOKENS} for the embedded default].",
+        ),
         click.option("--rationale/--no-rationale", default=None, help="Judge writes a short rationale first."),
-        click.option("--judge-retries", type=click.IntRange(min=0), help="Retries of an unreadable verdict [default: 2]."),
+        click.option(
+            "--judge-retries", type=click.IntRange(min=0), help="Retries of an unreadable verdict [default: 2]."
+        ),
         click.option("--retry-errors", is_flag=True, default=None, help="Judge again the checks stored as error."),
-        click.option("--errors-as-missing", is_flag=True, default=None,
-                     help="Score judge errors and unjudged checks as missing (their number is shown)."),
+        click.option(
+            "--errors-as-missing",
+            is_flag=True,
+            default=None,
+            help="Score judge errors and unjudged checks as missing (their number is shown).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -189,14 +244,18 @@ def print_summary(results: RunResults, out: str) -> None:
     if score.gamut is not None:
         click.echo(f"Gamut score {score.gamut:.1f} ({tiers})")
     else:
-        click.echo(f"no Gamut score: {results.judge_errors} judge errors and {results.unfinished_checks} "
-                   "unjudged checks; rerun to finish, or --errors-as-missing to count them as missing")
+        click.echo(
+            f"no Gamut score: {results.judge_errors} judge errors and {results.unfinished_checks} "
+            "unjudged checks; rerun to finish, or --errors-as-missing to count them as missing"
+        )
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
     click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
     if results.score_params != ScoreParams():
         params = results.score_params
         weights = ",".join(f"{w:g}" for w in params.tier_weights.values())
-        click.echo(f"  scored with --partial-credit {params.partial_credit:g} --contradiction-penalty "
-                   f"{params.contradiction_penalty:g} --weights {weights} (recorded in {RESULTS_FILE})")
+        click.echo(
+            f"  scored with --partial-credit {params.partial_credit:g} --contradiction-penalty "
+            f"{params.contradiction_penalty:g} --weights {weights} (recorded in {RESULTS_FILE})"
+        )
     click.echo(f"  wrote {Path(out) / RESULTS_FILE} and {Path(out) / DETAILS_FILE}")

@@ -10,18 +10,29 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
-
 # -- reports -----------------------------------------------------------------------------------
 
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, metavar="RUN_DIR...")
-@click.option("--out", required=True, metavar="REPORT_DIR", help="Where report.md, report.html, figures/ and tables/ go.")
-@click.option("--resamples", type=click.IntRange(min=1000), default=2000, show_default=True,
-              help="Bootstrap resamples of the questions for every interval and paired test.")
+@click.option(
+    "--out", required=True, metavar="REPORT_DIR", help="Where report.md, report.html, figures/ and tables/ go."
+)
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=1000),
+    default=2000,
+    show_default=True,
+    help="Bootstrap resamples of the questions for every interval and paired test.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
-@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
-              help="How many of the hardest questions to list.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="How many of the hardest questions to list.",
+)
 def report(runs: tuple[str, ...], out: str, resamples: int, seed: int, top: int) -> None:
     """Tables and figures of the paper for RUN_DIR... (run folders, or folders of run folders).
 
@@ -34,8 +45,10 @@ def report(runs: tuple[str, ...], out: str, resamples: int, seed: int, top: int)
     built = build_report(find_run_folders(runs), Bootstrap(resamples=resamples, seed=seed), top=top)
     folder = write_report(built, out)
     scored = sum(run.scored for run in built.runs)
-    click.echo(f"wrote {folder / 'report.md'} and {folder / 'report.html'}: {scored} of {len(built.runs)} runs scored; "
-               f"sections: {', '.join(s.title for s in built.included)}")
+    click.echo(
+        f"wrote {folder / 'report.md'} and {folder / 'report.html'}: {scored} of {len(built.runs)} runs scored; "
+        f"sections: {', '.join(s.title for s in built.included)}"
+    )
     for section in built.sections:
         if section.omitted:
             click.echo(f"left out {section.title}: {section.omitted}")
@@ -48,8 +61,12 @@ def report(runs: tuple[str, ...], out: str, resamples: int, seed: int, top: int)
 @click.argument("out", metavar="OUT")
 @click.option("--questions", type=click.IntRange(min=10), default=1813, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--text-only/--no-text-only", default=True, show_default=True,
-              help="Also simulate the text-only variant (graded by the first judge).")
+@click.option(
+    "--text-only/--no-text-only",
+    default=True,
+    show_default=True,
+    help="Also simulate the text-only variant (graded by the first judge).",
+)
 def simulate(out: str, questions: int, seed: int, text_only: bool) -> None:
     """Simulated runs of the paper's 14 models (Table 1) under two judges, over synthetic questions.
 
@@ -59,8 +76,9 @@ def simulate(out: str, questions: int, seed: int, text_only: bool) -> None:
     from gamut_hf.reports.simulate import SimulationParams, simulate_runs
 
     defaults = SimulationParams()
-    params = SimulationParams(questions=questions, seed=seed,
-                              text_only_easing=defaults.text_only_easing if text_only else None)
+    params = SimulationParams(
+        questions=questions, seed=seed, text_only_easing=defaults.text_only_easing if text_only else None
+    )
     folders = simulate_runs(out, params)
     click.echo(f"wrote {len(folders)} simulated runs under {out}")
 

@@ -28,11 +28,14 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
-
 @click.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
-@click.option("--release", is_flag=True, help="Also require evidence on every item of a JSON meta-rubric, as in "
-              "a released rubric (questions files always need it, as in a build).")
+@click.option(
+    "--release",
+    is_flag=True,
+    help="Also require evidence on every item of a JSON meta-rubric, as in "
+    "a released rubric (questions files always need it, as in a build).",
+)
 def validate(paths: tuple[str, ...], release: bool) -> None:
     """Check meta-rubric files (JSON), questions files (JSONL) or annotation folders.
 
@@ -82,24 +85,41 @@ def compile_command(path: str, **options: Any) -> None:
     print_json([check.model_dump() for check in checks])
 
 
-
-
 @click.command()
 @click.argument("rubric", metavar="RUBRIC|RUN_DIR")
 @click.argument("verdicts", metavar="[VERDICTS]", required=False)
-@click.option("--partial-credit", type=float, default=0.5, show_default=True,
-              help="lambda: credit for partially_meets, from 0 to 1.")
-@click.option("--contradiction-penalty", type=float, default=-2.0, show_default=True,
-              help="mu: weight of contradicts, below 0.")
 @click.option(
-    "--weights", default="0.6,0.3,0.1", show_default=True, metavar="AC,V,CTX",
+    "--partial-credit",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="lambda: credit for partially_meets, from 0 to 1.",
+)
+@click.option(
+    "--contradiction-penalty", type=float, default=-2.0, show_default=True, help="mu: weight of contradicts, below 0."
+)
+@click.option(
+    "--weights",
+    default="0.6,0.3,0.1",
+    show_default=True,
+    metavar="AC,V,CTX",
     help="Tier weights for answer_critical, valuable and context (non-negative, not all 0).",
 )
-@click.option("--errors-as-missing", is_flag=True,
-              help="Run folder: count judge errors and unjudged checks as missing (their number is shown).")
+@click.option(
+    "--errors-as-missing",
+    is_flag=True,
+    help="Run folder: count judge errors and unjudged checks as missing (their number is shown).",
+)
 @compile_options
-def score(rubric: str, verdicts: str | None, partial_credit: float, contradiction_penalty: float,
-          weights: str, errors_as_missing: bool, **options: Any) -> None:
+def score(
+    rubric: str,
+    verdicts: str | None,
+    partial_credit: float,
+    contradiction_penalty: float,
+    weights: str,
+    errors_as_missing: bool,
+    **options: Any,
+) -> None:
     """Score one response, or a whole run from its store.
 
     RUBRIC VERDICTS: RUBRIC is a meta-rubric file or a JSON array of checks; VERDICTS a JSON

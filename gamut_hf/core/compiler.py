@@ -71,50 +71,71 @@ def _item_checks(item: Item, params: CompileParams) -> list[tuple[CheckKind, Tie
     elif isinstance(item, StrictListItem):
         n = len(item.elements)
         for element in item.elements:
-            out.append((
-                "element", tier,
-                f'The response mentions "{element}" as one of the {n} required parts of "{label}".',
-            ))
+            out.append(
+                (
+                    "element",
+                    tier,
+                    f'The response mentions "{element}" as one of the {n} required parts of "{label}".',
+                )
+            )
     elif isinstance(item, FlexibleListItem):
         n, k = len(item.options), item.threshold
-        out.append((
-            "coverage", tier,
-            f'For "{label}", the response mentions at least {k} of these {n} options: {_quoted_list(item.options)}.',
-        ))
+        out.append(
+            (
+                "coverage",
+                tier,
+                f'For "{label}", the response mentions at least {k} of these {n} options: {_quoted_list(item.options)}.',
+            )
+        )
         if n <= params.small_pool_max:
             for option in item.options:
                 out.append(("option", demote(tier), f'For "{label}", the response mentions "{option}".'))
         else:
             for t in higher_thresholds(n, k, params):
-                out.append((
-                    "coverage", demote(tier),
-                    f'For "{label}", the response mentions at least {t} of these {n} options: '
-                    f"{_quoted_list(item.options)}.",
-                ))
+                out.append(
+                    (
+                        "coverage",
+                        demote(tier),
+                        f'For "{label}", the response mentions at least {t} of these {n} options: '
+                        f"{_quoted_list(item.options)}.",
+                    )
+                )
     elif isinstance(item, ProcessItem):
         for step in item.steps:
             status = "a required" if step.required else "an optional"
-            out.append((
-                "step", tier if step.required else demote(tier),
-                f'The response includes "{step.text}", {status} step of "{label}".',
-            ))
+            out.append(
+                (
+                    "step",
+                    tier if step.required else demote(tier),
+                    f'The response includes "{step.text}", {status} step of "{label}".',
+                )
+            )
         required = [step.text for step in item.required_steps]
         if len(required) >= 2:
-            out.append((
-                "order", tier,
-                f'The response presents the required steps of "{label}" in this order: {_sequence(required)}.',
-            ))
+            out.append(
+                (
+                    "order",
+                    tier,
+                    f'The response presents the required steps of "{label}" in this order: {_sequence(required)}.',
+                )
+            )
         if item.has_optional_steps and item.grade_full_order:
-            out.append((
-                "full_order", demote(tier),
-                f'The response presents the steps of "{label}" it includes in this full order: '
-                f"{_sequence([step.text for step in item.steps])}.",
-            ))
+            out.append(
+                (
+                    "full_order",
+                    demote(tier),
+                    f'The response presents the steps of "{label}" it includes in this full order: '
+                    f"{_sequence([step.text for step in item.steps])}.",
+                )
+            )
     elif isinstance(item, RelationshipItem):
-        out.append((
-            "relationship", tier,
-            f'The response states this relationship ({label}): {item.subject} {item.relation} {item.object}.',
-        ))
+        out.append(
+            (
+                "relationship",
+                tier,
+                f"The response states this relationship ({label}): {item.subject} {item.relation} {item.object}.",
+            )
+        )
     insight = getattr(item, "meta_insight", None)
     if insight:
         out.append(("insight", tier, f'The response conveys this overall insight about "{label}": "{insight}"'))

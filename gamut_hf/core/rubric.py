@@ -9,7 +9,7 @@ each problem names the question id, the item id and the field.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -32,18 +32,30 @@ TIERS: tuple[Tier, ...] = ("answer_critical", "valuable", "context")
 ItemType = Literal["knowledge", "strict_list", "flexible_list", "process", "relationship"]
 ITEM_TYPES: tuple[ItemType, ...] = ("knowledge", "strict_list", "flexible_list", "process", "relationship")
 
-CheckKind = Literal[
-    "fact", "element", "coverage", "option", "step", "order", "full_order", "relationship", "insight"
-]
+CheckKind = Literal["fact", "element", "coverage", "option", "step", "order", "full_order", "relationship", "insight"]
 CHECK_KINDS: tuple[CheckKind, ...] = (
-    "fact", "element", "coverage", "option", "step", "order", "full_order", "relationship", "insight"
+    "fact",
+    "element",
+    "coverage",
+    "option",
+    "step",
+    "order",
+    "full_order",
+    "relationship",
+    "insight",
 )
 
 # The item type each kind of check is emitted by. An ``insight`` check can come from any item
 # type; it takes the type of the other checks of its item, which every item has.
 KIND_ITEM_TYPE: dict[CheckKind, ItemType | None] = {
-    "fact": "knowledge", "element": "strict_list", "coverage": "flexible_list", "option": "flexible_list",
-    "step": "process", "order": "process", "full_order": "process", "relationship": "relationship",
+    "fact": "knowledge",
+    "element": "strict_list",
+    "coverage": "flexible_list",
+    "option": "flexible_list",
+    "step": "process",
+    "order": "process",
+    "full_order": "process",
+    "relationship": "relationship",
     "insight": None,
 }
 
@@ -182,7 +194,7 @@ class RelationshipItem(_Item):
 
 
 Item = Annotated[
-    Union[KnowledgeItem, StrictListItem, FlexibleListItem, ProcessItem, RelationshipItem],
+    KnowledgeItem | StrictListItem | FlexibleListItem | ProcessItem | RelationshipItem,
     Field(discriminator="type"),
 ]
 

@@ -39,10 +39,12 @@ class ScoreParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    partial_credit: float = Field(0.5, ge=0, le=1, allow_inf_nan=False,
-                                  description="lambda: credit for partially_meets, from 0 to 1")
-    contradiction_penalty: float = Field(-2.0, lt=0, allow_inf_nan=False,
-                                         description="mu: weight of contradicts, below 0")
+    partial_credit: float = Field(
+        0.5, ge=0, le=1, allow_inf_nan=False, description="lambda: credit for partially_meets, from 0 to 1"
+    )
+    contradiction_penalty: float = Field(
+        -2.0, lt=0, allow_inf_nan=False, description="mu: weight of contradicts, below 0"
+    )
     tier_weights: dict[Tier, TierWeight] = Field(
         default_factory=lambda: {"answer_critical": 0.6, "valuable": 0.3, "context": 0.1}
     )

@@ -31,9 +31,20 @@ QUESTIONS_FILE = "questions.jsonl"
 # own labels, which the official images come from. A build refuses any other domain name
 # unless it is added explicitly (``extra_domains``), so a typo never becomes a new domain.
 KNOWN_DOMAINS: tuple[str, ...] = (
-    "Animal", "Book", "Everyday Objects", "Food", "General Object Recognition", "Local",
-    "Math & Science", "Other", "Plants & Gardening", "Shopping", "Sports & Games",
-    "Style & Fashion", "Text Understanding", "Vehicle",
+    "Animal",
+    "Book",
+    "Everyday Objects",
+    "Food",
+    "General Object Recognition",
+    "Local",
+    "Math & Science",
+    "Other",
+    "Plants & Gardening",
+    "Shopping",
+    "Sports & Games",
+    "Style & Fashion",
+    "Text Understanding",
+    "Vehicle",
 )
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -115,8 +126,9 @@ def read_annotations(
     questions_file = folder / QUESTIONS_FILE
     if not questions_file.is_file():
         raise InputError(f"{folder}: no {QUESTIONS_FILE} in this folder")
-    return read_questions_file(questions_file, compile_params=compile_params, extra_domains=extra_domains,
-                               require_evidence=require_evidence)
+    return read_questions_file(
+        questions_file, compile_params=compile_params, extra_domains=extra_domains, require_evidence=require_evidence
+    )
 
 
 def read_questions_file(
@@ -149,8 +161,9 @@ def read_questions_file(
         except InputError as error:  # report the line and keep going: every problem at once
             problems.append(str(error))
             continue
-        question = _check_line(folder, where, data, domains, first_line, number, compile_params,
-                               require_evidence, problems)
+        question = _check_line(
+            folder, where, data, domains, first_line, number, compile_params, require_evidence, problems
+        )
         if question is not None:
             questions.append(question)
     if not questions and not problems:
@@ -161,8 +174,15 @@ def read_questions_file(
 
 
 def _check_line(
-    folder: Path, where: str, data: Any, domains: set[str], first_line: dict[str, int], number: int,
-    compile_params: CompileParams, require_evidence: bool, problems: list[str],
+    folder: Path,
+    where: str,
+    data: Any,
+    domains: set[str],
+    first_line: dict[str, int],
+    number: int,
+    compile_params: CompileParams,
+    require_evidence: bool,
+    problems: list[str],
 ) -> AnnotatedQuestion | None:
     if not isinstance(data, dict):
         problems.append(f"{where}: expected a JSON object per line")
@@ -173,8 +193,11 @@ def _check_line(
     except ValidationError as error:
         for detail in error.errors(include_url=False):
             field = field_path(detail["loc"])
-            reason = "required field is missing" if detail["type"] == "missing" else (
-                "unknown field" if detail["type"] == "extra_forbidden" else detail["msg"])
+            reason = (
+                "required field is missing"
+                if detail["type"] == "missing"
+                else ("unknown field" if detail["type"] == "extra_forbidden" else detail["msg"])
+            )
             problems.append(f"{where}: question {question_id}, field {field}: {reason}")
         return None
 
@@ -193,7 +216,9 @@ def _check_line(
         ok = False
     rubric_id = row.meta_rubric.get("question_id")
     if rubric_id is not None and rubric_id != row.id:
-        problems.append(f"{where}: question {question_id}, field meta_rubric.question_id: {rubric_id!r} differs from id")
+        problems.append(
+            f"{where}: question {question_id}, field meta_rubric.question_id: {rubric_id!r} differs from id"
+        )
         ok = False
     try:
         rubric = parse_meta_rubric({"question_id": row.id, **row.meta_rubric}, require_evidence=require_evidence)
@@ -213,13 +238,21 @@ def _check_line(
             if check.item_id not in item_ids:
                 problems.append(
                     f"{where}: question {question_id}, field binary_rubric: check {shown(check.id)} names item "
-                    f"{check.item_id!r}, which the meta-rubric lacks")
+                    f"{check.item_id!r}, which the meta-rubric lacks"
+                )
                 ok = False
     if not ok:
         return None
     return AnnotatedQuestion(
-        id=row.id, domain=row.domain, question=row.question, text_question=row.text_question,
-        entity=row.entity, image_path=folder / row.image, image_source=row.image_source,
-        image_license=row.image_license, meta_rubric=rubric, checks=checks,
+        id=row.id,
+        domain=row.domain,
+        question=row.question,
+        text_question=row.text_question,
+        entity=row.entity,
+        image_path=folder / row.image,
+        image_source=row.image_source,
+        image_license=row.image_license,
+        meta_rubric=rubric,
+        checks=checks,
         checks_edited=checks != compiled,
     )

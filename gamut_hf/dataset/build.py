@@ -77,7 +77,10 @@ def _shards(questions: list[AnnotatedQuestion], variant: Variant) -> list[list[A
 
 
 def _write_variant(
-    questions: list[AnnotatedQuestion], variant: Variant, features: Features, folder: Path,
+    questions: list[AnnotatedQuestion],
+    variant: Variant,
+    features: Features,
+    folder: Path,
     compile_params: CompileParams,
 ) -> int:
     """Write one configuration's parquet shards; returns the bytes written."""
@@ -113,8 +116,12 @@ def _not_a_build(folder: Path) -> str | None:
         if configuration is None or not configuration.is_dir():
             return f"no {variant}/"
         for shard in sorted(configuration.iterdir()):
-            if not (shard.is_file() and not shard.is_symlink() and shard.name.startswith("test-")
-                    and shard.suffix == ".parquet"):
+            if not (
+                shard.is_file()
+                and not shard.is_symlink()
+                and shard.name.startswith("test-")
+                and shard.suffix == ".parquet"
+            ):
                 return f"{variant}/{shard.name}"
     return None
 
@@ -140,8 +147,10 @@ def check_output_folder(source: Path, out: Path, overwrite: bool) -> None:
         raise InputError(f"{out}: folder is not empty (use --overwrite to replace a previous build)")
     stranger = _not_a_build(out)
     if stranger is not None:
-        raise InputError(f"{out}: not a previous gamut build ({stranger}); --overwrite replaces only those, "
-                         "so build into a new or empty folder")
+        raise InputError(
+            f"{out}: not a previous gamut build ({stranger}); --overwrite replaces only those, "
+            "so build into a new or empty folder"
+        )
 
 
 def build_dataset(
@@ -171,8 +180,14 @@ def build_dataset(
             }
             stats = rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in questions)
             card = render_card(
-                questions, stats, features=features, sizes=sizes, compile_params=compile_params,
-                pretty_name=pretty_name, license=license, repo_hint=repo_id or str(out),
+                questions,
+                stats,
+                features=features,
+                sizes=sizes,
+                compile_params=compile_params,
+                pretty_name=pretty_name,
+                license=license,
+                repo_hint=repo_id or str(out),
             )
             (staging / CARD_FILE).write_text(card, encoding="utf-8")
     finally:

@@ -49,19 +49,24 @@ def card_metadata(
         size_categories=_size_category(rows),
         tags=["factual-completeness", "rubric", "llm-as-a-judge", "long-form", "benchmark"],
         configs=[
-            {"config_name": variant, "default": variant == "multimodal",
-             "data_files": [{"split": "test", "path": f"{variant}/test-*.parquet"}]}
+            {
+                "config_name": variant,
+                "default": variant == "multimodal",
+                "data_files": [{"split": "test", "path": f"{variant}/test-*.parquet"}],
+            }
             for variant in VARIANTS
         ],
     )
-    infos = DatasetInfosDict({
-        variant: DatasetInfo(
-            features=features[variant],
-            splits=SplitDict({"test": SplitInfo(name="test", num_bytes=sizes[variant], num_examples=rows)}),
-            dataset_size=sizes[variant],
-        )
-        for variant in VARIANTS
-    })
+    infos = DatasetInfosDict(
+        {
+            variant: DatasetInfo(
+                features=features[variant],
+                splits=SplitDict({"test": SplitInfo(name="test", num_bytes=sizes[variant], num_examples=rows)}),
+                dataset_size=sizes[variant],
+            )
+            for variant in VARIANTS
+        }
+    )
     infos.to_dataset_card_data(data)
     return data.to_yaml()
 
@@ -85,8 +90,10 @@ def _example_items(question: AnnotatedQuestion) -> str:
         else:
             payload = f"{item.subject} {item.relation} {item.object}"
         insight = getattr(item, "meta_insight", None)
-        lines.append(f"- `{item.id}` **{item.label}** ({item.tier}, {item.type}): {_md(payload)}"
-                     + (f" *Meta-insight:* {_md(insight)}" if insight else ""))
+        lines.append(
+            f"- `{item.id}` **{item.label}** ({item.tier}, {item.type}): {_md(payload)}"
+            + (f" *Meta-insight:* {_md(insight)}" if insight else "")
+        )
     return "\n".join(lines)
 
 
@@ -105,9 +112,11 @@ def render_card(
     checks = "\n".join(f"- `{c.id}` ({c.tier}): {_md(c.text)}" for c in example.checks[:8])
     licences = Counter((q.image_license, q.image_source) for q in questions)
     licences_table = "| licence | source | questions |\n|---|---|---|\n" + "\n".join(
-        f"| {_md(lic)} | {_md(src)} | {n} |" for (lic, src), n in sorted(licences.items()))
+        f"| {_md(lic)} | {_md(src)} | {n} |" for (lic, src), n in sorted(licences.items())
+    )
     domains_table = "| domain | questions |\n|---|---|\n" + "\n".join(
-        f"| {_md(d)} | {n} |" for d, n in stats.domains.items())
+        f"| {_md(d)} | {n} |" for d, n in stats.domains.items()
+    )
     params = ", ".join(f"`{k}={v}`" for k, v in compile_params.model_dump().items())
     body = Template(TEMPLATE.read_text(encoding="utf-8")).substitute(
         metadata=card_metadata(pretty_name, features, len(questions), sizes, license),

@@ -63,19 +63,21 @@ def gamut_features(domains: list[str], variant: Variant = "multimodal") -> Featu
     }
     if variant == "multimodal":
         columns["image"] = Image()
-    columns.update({
-        "question": Value("string"),
-        "text_question": Value("string"),
-        "entity": Value("string"),
-        "meta_rubric": List(META_ITEM),
-        "binary_rubric": List(CHECK),
-        # Provenance a maintainer needs to audit or rebuild a row.
-        "image_source": Value("string"),
-        "image_license": Value("string"),
-        "rubric_version": Value("string"),
-        "compile_params": COMPILE_PARAMS,
-        "binary_rubric_edited": Value("bool"),
-    })
+    columns.update(
+        {
+            "question": Value("string"),
+            "text_question": Value("string"),
+            "entity": Value("string"),
+            "meta_rubric": List(META_ITEM),
+            "binary_rubric": List(CHECK),
+            # Provenance a maintainer needs to audit or rebuild a row.
+            "image_source": Value("string"),
+            "image_license": Value("string"),
+            "rubric_version": Value("string"),
+            "compile_params": COMPILE_PARAMS,
+            "binary_rubric_edited": Value("bool"),
+        }
+    )
     return Features(columns)
 
 
@@ -104,22 +106,26 @@ def checks_from_rows(question_id: str, rows: list[dict[str, Any]]) -> list[Check
 
 # details.parquet of a run: one row per check. verdict is one of the four, "error" (the
 # judge's answer was unreadable; raw keeps it) or null (not judged yet).
-DETAILS_FEATURES = Features({
-    "question_id": Value("string"),
-    "domain": Value("string"),
-    "check_id": Value("string"),
-    "tier": Value("string"),
-    "kind": Value("string"),
-    "item_id": Value("string"),
-    "check_text": Value("string"),
-    "verdict": Value("string"),
-    "rationale": Value("string"),
-    "raw": Value("string"),
-})
+DETAILS_FEATURES = Features(
+    {
+        "question_id": Value("string"),
+        "domain": Value("string"),
+        "check_id": Value("string"),
+        "tier": Value("string"),
+        "kind": Value("string"),
+        "item_id": Value("string"),
+        "check_text": Value("string"),
+        "verdict": Value("string"),
+        "rationale": Value("string"),
+        "raw": Value("string"),
+    }
+)
 
 # responses.parquet: the candidate's answer to each question of a run (what the judge read).
-RESPONSES_FEATURES = Features({
-    "question_id": Value("string"),
-    "response": Value("string"),
-    "error": Value("string"),
-})
+RESPONSES_FEATURES = Features(
+    {
+        "question_id": Value("string"),
+        "response": Value("string"),
+        "error": Value("string"),
+    }
+)

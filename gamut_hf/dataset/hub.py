@@ -44,8 +44,15 @@ def check_built_folder(folder: Path) -> list[Path]:
     return files
 
 
-def push_dataset(folder: str | Path, repo_id: str, *, private: bool = False, token: str | None = None,
-                 revision: str | None = None, api: HfApi | None = None) -> str:
+def push_dataset(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    token: str | None = None,
+    revision: str | None = None,
+    api: HfApi | None = None,
+) -> str:
     """Create (if needed) the dataset repository and upload the folder; returns the commit URL."""
     folder = Path(folder)
     files = check_built_folder(folder)
@@ -53,8 +60,12 @@ def push_dataset(folder: str | Path, repo_id: str, *, private: bool = False, tok
     with hub_errors(repo_id, "push"):
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
         commit = api.upload_folder(
-            folder_path=folder, repo_id=repo_id, repo_type="dataset", revision=revision,
-            allow_patterns=UPLOAD_PATTERNS, delete_patterns=[f"{variant}/*.parquet" for variant in VARIANTS],
+            folder_path=folder,
+            repo_id=repo_id,
+            repo_type="dataset",
+            revision=revision,
+            allow_patterns=UPLOAD_PATTERNS,
+            delete_patterns=[f"{variant}/*.parquet" for variant in VARIANTS],
             commit_message=f"Upload GAMUT dataset ({len(files) - 1} parquet files)",
         )
     return str(getattr(commit, "commit_url", commit))
@@ -102,8 +113,9 @@ class HubFolder:
             kept = {path: path.read_bytes() for path in self.unpushed if path.is_file()}
             with hub_errors(self.repo_id, "read"):
                 self.revision = self.api.repo_info(self.repo_id, repo_type="dataset").sha
-                self.api.snapshot_download(repo_id=self.repo_id, repo_type="dataset", local_dir=self.local,
-                                           revision=self.revision)
+                self.api.snapshot_download(
+                    repo_id=self.repo_id, repo_type="dataset", local_dir=self.local, revision=self.revision
+                )
             for path, data in kept.items():  # the download replaced what the hub has not received yet
                 write_bytes(path, data)
         return self.local
@@ -115,18 +127,25 @@ class HubFolder:
 
         with self._lock:
             files = sorted({Path(p) for p in paths} | {p for p in self.unpushed if p.is_file()})
-            operations = [CommitOperationAdd(path_in_repo=p.relative_to(self.local).as_posix(), path_or_fileobj=str(p))
-                          for p in files]
+            operations = [
+                CommitOperationAdd(path_in_repo=p.relative_to(self.local).as_posix(), path_or_fileobj=str(p))
+                for p in files
+            ]
             try:
                 with hub_errors(self.repo_id, "push"):
                     try:
                         commit = self.api.create_commit(
-                            repo_id=self.repo_id, repo_type="dataset", operations=operations,
-                            commit_message=message, parent_commit=self.revision if exclusive else None)
+                            repo_id=self.repo_id,
+                            repo_type="dataset",
+                            operations=operations,
+                            commit_message=message,
+                            parent_commit=self.revision if exclusive else None,
+                        )
                     except HfHubHTTPError as error:
                         if exclusive and error.response is not None and error.response.status_code == 412:
-                            raise PushConflict(f"{self.repo_id} has a commit newer than the one read "
-                                               f"({self.revision}); read it again") from None
+                            raise PushConflict(
+                                f"{self.repo_id} has a commit newer than the one read ({self.revision}); read it again"
+                            ) from None
                         raise
             except PushError:
                 # An exclusive change holds only on top of the commit it was made on: the caller

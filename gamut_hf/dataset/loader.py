@@ -72,8 +72,13 @@ class CragMMImageResolver:
     indexed once, so a full pass costs one lookup per row.
     """
 
-    def __init__(self, source: str | Path = CRAG_MM_REPO, split: str = "validation",
-                 key: str = "session_id", revision: str | None = None):
+    def __init__(
+        self,
+        source: str | Path = CRAG_MM_REPO,
+        split: str = "validation",
+        key: str = "session_id",
+        revision: str | None = None,
+    ):
         self.source, self.split, self.key, self.revision = str(source), split, key, revision
         self._data: datasets.Dataset | None = None
         self._index: dict[str, int] = {}
@@ -89,7 +94,8 @@ class CragMMImageResolver:
         reference = row.get(self.key)
         if reference not in self._index:
             raise ImageNotFound(
-                f"question {row.get('id', '?')}: {self.key} {reference!r} not found in CRAG-MM ({self.source})")
+                f"question {row.get('id', '?')}: {self.key} {reference!r} not found in CRAG-MM ({self.source})"
+            )
         return data[self._index[reference]]["image"]
 
 
@@ -155,8 +161,9 @@ def resolve_source(source: str | Path) -> str:
     return str(source)
 
 
-def load_gamut(source: str | Path = SAMPLE_NAME, variant: Variant = "multimodal", *,
-               revision: str | None = None) -> datasets.Dataset:
+def load_gamut(
+    source: str | Path = SAMPLE_NAME, variant: Variant = "multimodal", *, revision: str | None = None
+) -> datasets.Dataset:
     """Load one variant of a GAMUT dataset: our hub layout or the official one."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
@@ -179,8 +186,9 @@ def _domain_name(dataset: datasets.Dataset, value: Any) -> str:
     return str(value)
 
 
-def iter_questions(dataset: datasets.Dataset, variant: Variant = "multimodal", *,
-                   image_resolver: ImageResolver | None = None) -> Iterator[GamutQuestion]:
+def iter_questions(
+    dataset: datasets.Dataset, variant: Variant = "multimodal", *, image_resolver: ImageResolver | None = None
+) -> Iterator[GamutQuestion]:
     """Rows as GamutQuestion objects; images decoded (or resolved) in the multimodal variant."""
     has_image = "image" in dataset.features and isinstance(dataset.features["image"], datasets.Image)
     for row in dataset:
@@ -193,7 +201,8 @@ def iter_questions(dataset: datasets.Dataset, variant: Variant = "multimodal", *
             else:
                 raise ImageNotFound(
                     f"question {row.get('id', '?')}: the dataset has no embedded image; pass an image resolver "
-                    "(a local folder or CRAG-MM) to load the multimodal variant")
+                    "(a local folder or CRAG-MM) to load the multimodal variant"
+                )
         qid = row["id"]
         yield GamutQuestion(
             id=qid,

@@ -79,12 +79,15 @@ def rubric_stats(records: Iterable[RubricRecord]) -> RubricStats:
         share_with_item_type={kind: sum(1 for t in types_of if kind in t) / n for kind in STRUCTURED_TYPES},
         flexible_list_median_options=_median_or_none([len(item.options) for item in flexible]),
         flexible_list_share_over_7_options=(
-            sum(len(item.options) > 7 for item in flexible) / len(flexible) if flexible else None),
+            sum(len(item.options) > 7 for item in flexible) / len(flexible) if flexible else None
+        ),
         strict_list_median_elements=_median_or_none(
-            [len(item.elements) for item in items if item.type == "strict_list"]),
+            [len(item.elements) for item in items if item.type == "strict_list"]
+        ),
         process_median_steps=_median_or_none([len(item.steps) for item in processes]),
         process_share_mixing_required_and_optional=(
-            sum(1 for p in processes if p.has_optional_steps) / len(processes) if processes else None),
+            sum(1 for p in processes if p.has_optional_steps) / len(processes) if processes else None
+        ),
         share_with_meta_insight=share(lambda r: any(getattr(i, "meta_insight", None) for i in r.meta_rubric.items)),
         meta_insights=sum(1 for item in items if getattr(item, "meta_insight", None)),
         evidence_per_rubric=sum(len(item.evidence) for item in items) / n,
@@ -109,20 +112,33 @@ def stats_markdown(stats: RubricStats) -> str:
         ("Questions", f"{stats.questions:,}"),
         ("Domains", f"{len(stats.domains)}: " + ", ".join(f"{d} {c}" for d, c in stats.domains.items())),
         ("Checks per question", f"mean {cpq.mean:.1f}, median {cpq.median:g}, max {cpq.max}"),
-        ("Checks per question by tier",
-         f"answer-critical {tiers['answer_critical']:.1f}, valuable {tiers['valuable']:.1f}, "
-         f"context {tiers['context']:.1f}"),
+        (
+            "Checks per question by tier",
+            f"answer-critical {tiers['answer_critical']:.1f}, valuable {tiers['valuable']:.1f}, "
+            f"context {tiers['context']:.1f}",
+        ),
         ("Questions with a structured item", _pct(stats.share_with_structured_item)),
-        ("Flexible lists", f"{_pct(types['flexible_list'])} of questions "
-         f"(median {_num(stats.flexible_list_median_options, 0)} options, "
-         f"{_pct(stats.flexible_list_share_over_7_options)} over 7)"),
-        ("Strict lists", f"{_pct(types['strict_list'])} of questions "
-         f"(median {_num(stats.strict_list_median_elements, 0)} elements)"),
-        ("Processes", f"{_pct(types['process'])} of questions (median {_num(stats.process_median_steps, 0)} steps, "
-         f"{_pct(stats.process_share_mixing_required_and_optional)} mix required and optional)"),
+        (
+            "Flexible lists",
+            f"{_pct(types['flexible_list'])} of questions "
+            f"(median {_num(stats.flexible_list_median_options, 0)} options, "
+            f"{_pct(stats.flexible_list_share_over_7_options)} over 7)",
+        ),
+        (
+            "Strict lists",
+            f"{_pct(types['strict_list'])} of questions (median {_num(stats.strict_list_median_elements, 0)} elements)",
+        ),
+        (
+            "Processes",
+            f"{_pct(types['process'])} of questions (median {_num(stats.process_median_steps, 0)} steps, "
+            f"{_pct(stats.process_share_mixing_required_and_optional)} mix required and optional)",
+        ),
         ("Relationships", f"{_pct(types['relationship'])} of questions"),
         ("Meta-insights", f"{_pct(stats.share_with_meta_insight)} of questions ({stats.meta_insights} in all)"),
-        ("Evidence snippets per rubric", f"{stats.evidence_per_rubric:.1f} ({stats.distinct_cited_pages:,} distinct pages)"),
+        (
+            "Evidence snippets per rubric",
+            f"{stats.evidence_per_rubric:.1f} ({stats.distinct_cited_pages:,} distinct pages)",
+        ),
     ]
     lines = ["| statistic | value |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows]

@@ -25,14 +25,25 @@ from gamut_hf.core.rubric import TIERS, parse_meta_rubric
 
 class SyntheticParams(BaseModel):
     questions: int = 1813
-    domains: dict[str, int] = Field(default_factory=lambda: {
-        "Plants & Gardening": 300, "Local": 290, "Vehicle": 258, "Food": 244, "Everyday Objects": 196,
-        "Animal": 140, "Shopping": 120, "Style & Fashion": 100, "Sports & Games": 90, "Book": 75,
-    })
+    domains: dict[str, int] = Field(
+        default_factory=lambda: {
+            "Plants & Gardening": 300,
+            "Local": 290,
+            "Vehicle": 258,
+            "Food": 244,
+            "Everyday Objects": 196,
+            "Animal": 140,
+            "Shopping": 120,
+            "Style & Fashion": 100,
+            "Sports & Games": 90,
+            "Book": 75,
+        }
+    )
     checks_mean: float = 15.2
     checks_max: int = 41
     tier_checks: dict[str, float] = Field(
-        default_factory=lambda: {"answer_critical": 5.9, "valuable": 5.8, "context": 3.5})
+        default_factory=lambda: {"answer_critical": 5.9, "valuable": 5.8, "context": 3.5}
+    )
     share_flexible_list: float = 0.86
     share_strict_list: float = 0.49
     share_process: float = 0.17
@@ -74,7 +85,7 @@ def _target_counts(params: SyntheticParams, rng: random.Random) -> list[int]:
 
 def _fit_totals(targets: list[int], floors: list[int], want: int, rng: random.Random) -> list[int]:
     """Per-question check totals: at least what the structured items give, summing to ``want``."""
-    totals = [max(t, f, 1) for t, f in zip(targets, floors)]
+    totals = [max(t, f, 1) for t, f in zip(targets, floors, strict=False)]
     adjustable = [i for i in range(len(totals)) if totals[i] > max(floors[i], 1)]
     while sum(totals) > want and adjustable:
         i = rng.choice(adjustable)
@@ -101,8 +112,16 @@ def _type_assignment(params: SyntheticParams, rng: random.Random) -> list[set[st
     process = _pick(rng, pool, round(params.share_process * n))
     relationship = _pick(rng, pool, round(params.share_relationship * n))
     return [
-        {kind for kind, members in (("flexible_list", flexible), ("strict_list", strict), ("process", process),
-                                    ("relationship", relationship)) if i in members}
+        {
+            kind
+            for kind, members in (
+                ("flexible_list", flexible),
+                ("strict_list", strict),
+                ("process", process),
+                ("relationship", relationship),
+            )
+            if i in members
+        }
         for i in everyone
     ]
 
@@ -159,8 +178,11 @@ def _structured_item(kind: str, item_id: str, rng: random.Random, mixed: bool = 
             item["grade_full_order"] = rng.random() < 0.5
         item["steps"] = [{"text": f"step {k + 1} of the procedure", "required": r} for k, r in enumerate(required)]
     else:
-        item.update(subject="the pictured entity", relation=rng.choice(["is related to", "differs from"]),
-                    object=f"reference entity {rng.randint(1, 500)}")
+        item.update(
+            subject="the pictured entity",
+            relation=rng.choice(["is related to", "differs from"]),
+            object=f"reference entity {rng.randint(1, 500)}",
+        )
     return item
 
 
@@ -175,16 +197,21 @@ def synthetic_questions(params: SyntheticParams = SyntheticParams()) -> list[dic
     rng.shuffle(domains)
     targets = _target_counts(params, rng)
     types = _type_assignment(params, rng)
-    insight_questions = _pick(rng, [i for i, t in enumerate(types) if t - {"relationship"}],
-                              round(params.share_meta_insight * params.questions))
+    insight_questions = _pick(
+        rng,
+        [i for i, t in enumerate(types) if t - {"relationship"}],
+        round(params.share_meta_insight * params.questions),
+    )
     extra_insights = params.meta_insights - len(insight_questions)
     balancer = _TierBalancer(params.tier_checks, rng)
     with_process = [i for i, t in enumerate(types) if "process" in t]
     mixed_processes = _pick(rng, with_process, round(params.share_process_mixed * len(with_process)))
     structured: list[list[dict[str, Any]]] = []
     for index in range(params.questions):
-        items = [_structured_item(kind, f"i{k + 1}", rng, mixed=index in mixed_processes)
-                 for k, kind in enumerate(sorted(types[index]))]
+        items = [
+            _structured_item(kind, f"i{k + 1}", rng, mixed=index in mixed_processes)
+            for k, kind in enumerate(sorted(types[index]))
+        ]
         if index in insight_questions:
             listish = [it for it in items if it["type"] != "relationship"]
             count = 2 if extra_insights > 0 and len(listish) > 1 else 1
@@ -198,22 +225,32 @@ def synthetic_questions(params: SyntheticParams = SyntheticParams()) -> list[dic
     for index, items in enumerate(structured):
         qid = f"syn-{index + 1:05d}"
         while len(items) < 1 or fixed[index] < totals[index]:
-            items.append({"id": f"i{len(items) + 1}", "type": "knowledge", "label": f"fact {len(items) + 1}",
-                          "statement": f"Synthetic fact number {len(items) + 1} about question {qid}."})
+            items.append(
+                {
+                    "id": f"i{len(items) + 1}",
+                    "type": "knowledge",
+                    "label": f"fact {len(items) + 1}",
+                    "statement": f"Synthetic fact number {len(items) + 1} about question {qid}.",
+                }
+            )
             fixed[index] += 1
         for it in items:
             it["tier"] = balancer.choose(it)
             it["evidence"] = []
         domain = domains[index]
-        out.append({
-            "id": qid, "domain": domain,
-            "question": f"What should I know about this {domain.lower()} subject, step by step?",
-            "text_question": f"What should I know about synthetic entity {index + 1} ({domain}), step by step?",
-            "entity": f"synthetic entity {index + 1}",
-            "image": f"images/{qid}.jpg",
-            "image_source": "synthetic (gamut_hf.dataset.synthetic)", "image_license": "CC0-1.0",
-            "meta_rubric": {"question_id": qid, "items": items},
-        })
+        out.append(
+            {
+                "id": qid,
+                "domain": domain,
+                "question": f"What should I know about this {domain.lower()} subject, step by step?",
+                "text_question": f"What should I know about synthetic entity {index + 1} ({domain}), step by step?",
+                "entity": f"synthetic entity {index + 1}",
+                "image": f"images/{qid}.jpg",
+                "image_source": "synthetic (gamut_hf.dataset.synthetic)",
+                "image_license": "CC0-1.0",
+                "meta_rubric": {"question_id": qid, "items": items},
+            }
+        )
     _add_evidence(out, params, rng)
     return out
 
@@ -230,14 +267,18 @@ def _add_evidence(questions: list[dict[str, Any]], params: SyntheticParams, rng:
     pages += [rng.randrange(len(pages)) for _ in range(total - len(pages))]
     rng.shuffle(pages)
     cursor = 0
-    for question, count in zip(questions, per_question):
+    for question, count in zip(questions, per_question, strict=False):
         items = question["meta_rubric"]["items"]
         for k in range(count):
             page = pages[cursor]
             cursor += 1
-            items[k % len(items)]["evidence"].append({
-                "text": f"Synthetic evidence snippet {k + 1}.", "url": f"https://example.org/synthetic/{page}",
-                "title": f"Synthetic page {page}"})
+            items[k % len(items)]["evidence"].append(
+                {
+                    "text": f"Synthetic evidence snippet {k + 1}.",
+                    "url": f"https://example.org/synthetic/{page}",
+                    "title": f"Synthetic page {page}",
+                }
+            )
 
 
 def synthetic_image(seed: int, width: int, height: int):
@@ -247,9 +288,13 @@ def synthetic_image(seed: int, width: int, height: int):
 
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    base = np.stack([
-        (rng.uniform(40, 200) + rng.uniform(-60, 60) * x / width + rng.uniform(-60, 60) * y / height)
-        for _ in range(3)], axis=-1)
+    base = np.stack(
+        [
+            (rng.uniform(40, 200) + rng.uniform(-60, 60) * x / width + rng.uniform(-60, 60) * y / height)
+            for _ in range(3)
+        ],
+        axis=-1,
+    )
     image = Image.fromarray(np.clip(base, 0, 255).astype("uint8"), "RGB")
     draw = ImageDraw.Draw(image)
     for _ in range(12):
@@ -271,7 +316,8 @@ def write_synthetic(out: str | Path, params: SyntheticParams = SyntheticParams()
         path = out / question["image"]
         if not path.exists():
             synthetic_image(params.seed * 1_000_003 + index, params.image_width, params.image_height).save(
-                path, "JPEG", quality=85)
+                path, "JPEG", quality=85
+            )
     with (out / "questions.jsonl").open("w", encoding="utf-8") as handle:
         for question in questions:
             handle.write(json.dumps(question, ensure_ascii=False) + "\n")

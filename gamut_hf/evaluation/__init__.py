@@ -9,8 +9,20 @@ foundation modules.
 
 from gamut_hf._exports import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "ModelSpec": "config", "RunConfig": "config", "run": "pipeline", "judge_request": "judge",
-    "parse_verdict": "judge", "RunStore": "store", "RunResults": "run_folder", "read_run_folder": "run_folder",
-    "merge_runs": "merge", "run_audit": "audit", "load_audit_set": "audit", "AuditResults": "audit",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ModelSpec": "config",
+        "RunConfig": "config",
+        "run": "pipeline",
+        "judge_request": "judge",
+        "parse_verdict": "judge",
+        "RunStore": "store",
+        "RunResults": "run_folder",
+        "read_run_folder": "run_folder",
+        "merge_runs": "merge",
+        "run_audit": "audit",
+        "load_audit_set": "audit",
+        "AuditResults": "audit",
+    },
+)

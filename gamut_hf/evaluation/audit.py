@@ -88,8 +88,9 @@ class AuditSet:
         return sum(len(r.gold) for r in self.responses)
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps([r.model_dump(mode="json") for r in self.responses],
-                                         sort_keys=True).encode()).hexdigest()
+        return hashlib.sha256(
+            json.dumps([r.model_dump(mode="json") for r in self.responses], sort_keys=True).encode()
+        ).hexdigest()
 
 
 def sample_questions() -> dict[str, AuditQuestion]:
@@ -140,8 +141,9 @@ def load_audit_set(path: str | Path = AUDIT_FILE, questions: dict[str, AuditQues
         if response.twin_of is not None:
             base = seen.get(response.twin_of)
             if base is None or base.question_id != response.question_id or base.twin_of is not None:
-                raise AuditSetError(f"{where}: twin_of: {response.twin_of!r} is no earlier base response of "
-                                    f"{question.id}")
+                raise AuditSetError(
+                    f"{where}: twin_of: {response.twin_of!r} is no earlier base response of {question.id}"
+                )
             if base.gold != response.gold:
                 raise AuditSetError(f"{where}: gold: an injected twin keeps the gold of {base.id}")
         if response.gold_score is not None:
@@ -167,10 +169,17 @@ class _AuditSource:
     def __init__(self, audit: AuditSet):
         from gamut_hf.evaluation.source import PlannedQuestion
 
-        self.questions = [PlannedQuestion(r.id, audit.questions[r.question_id].domain,
-                                          audit.questions[r.question_id].prompt,
-                                          audit.questions[r.question_id].checks, None, row)
-                          for row, r in enumerate(audit.responses)]
+        self.questions = [
+            PlannedQuestion(
+                r.id,
+                audit.questions[r.question_id].domain,
+                audit.questions[r.question_id].prompt,
+                audit.questions[r.question_id].checks,
+                None,
+                row,
+            )
+            for row, r in enumerate(audit.responses)
+        ]
 
     def image(self, question: Any) -> None:
         return None
@@ -184,15 +193,29 @@ def default_audit_folder(judge: Any) -> Path:
     return Path(f"judge-audit-{name}-{judge.backend}")
 
 
-def audit_config(judge: Any, audit: AuditSet, *, rationale: bool = False, judge_retries: int = 2,
-                 judge_batch_size: int | None = None, retry_errors: bool = False) -> Any:
+def audit_config(
+    judge: Any,
+    audit: AuditSet,
+    *,
+    rationale: bool = False,
+    judge_retries: int = 2,
+    judge_batch_size: int | None = None,
+    retry_errors: bool = False,
+) -> Any:
     from gamut_hf.evaluation.config import ModelSpec, RunConfig
 
     # The responses' fingerprint names the candidate: another audit set never reuses these answers.
     candidate = ModelSpec(name=AUDIT_CANDIDATE, backend="submitted", options={"audit": audit.fingerprint()})
-    return RunConfig(dataset="judge-audit", variant="text_only", candidate=candidate, judge=judge,
-                     rationale=rationale, judge_retries=judge_retries, judge_batch_size=judge_batch_size,
-                     retry_errors=retry_errors)
+    return RunConfig(
+        dataset="judge-audit",
+        variant="text_only",
+        candidate=candidate,
+        judge=judge,
+        rationale=rationale,
+        judge_retries=judge_retries,
+        judge_batch_size=judge_batch_size,
+        retry_errors=retry_errors,
+    )
 
 
 def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) -> tuple[dict[str, str], Any]:
@@ -209,14 +232,18 @@ def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) 
 
     source = _AuditSource(audit)
     with RunStore(out) as store:
-        store.set_info(audit=str(audit.path), audit_fingerprint=audit.fingerprint(),
-                       judge=config.judge.model_dump(mode="json"))
+        store.set_info(
+            audit=str(audit.path), audit_fingerprint=audit.fingerprint(), judge=config.judge.model_dump(mode="json")
+        )
         import_answers(config, source, store, {r.id: r.response for r in audit.responses})
         stage = judge(config, source, store, echo)
         keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in source.questions}
         generations = store.generations(keys.values())
-        wanted = {verdict_key(config.judge, generations[keys[q.id]], check, config.rationale): (q.id, check.id)
-                  for q in source.questions for check in q.checks}
+        wanted = {
+            verdict_key(config.judge, generations[keys[q.id]], check, config.rationale): (q.id, check.id)
+            for q in source.questions
+            for check in q.checks
+        }
         stored = store.verdicts(wanted)
     return {f"{rid}\t{cid}": stored[key].verdict for key, (rid, cid) in wanted.items() if key in stored}, stage
 
@@ -287,9 +314,13 @@ def _injection_figures(pairs: list[tuple[AuditResponse, AuditResponse]], judged:
                 not_meets += 1
                 false_meets += b == "meets"
                 false_base += a == "meets"
-    return InjectionFigures(twins=len(pairs), checks=checks, flip_rate=_share(flips, checks) or 0.0,
-                            false_meets_rate=_share(false_meets, not_meets),
-                            base_false_meets_rate=_share(false_base, not_meets))
+    return InjectionFigures(
+        twins=len(pairs),
+        checks=checks,
+        flip_rate=_share(flips, checks) or 0.0,
+        false_meets_rate=_share(false_meets, not_meets),
+        base_false_meets_rate=_share(false_base, not_meets),
+    )
 
 
 def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
@@ -330,33 +361,48 @@ def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
     if not gold:
         raise AuditSetError("no audit check has been judged yet")
     matrix = confusion_matrix(gold, got, labels=labels)
-    precision, recall, _, support = precision_recall_fscore_support(gold, got, labels=list(VERDICTS),
-                                                                    zero_division=0)
-    set_scores = {name: SetScore(responses=len(pairs), gold_gamut=100 * fmean(g for g, _ in pairs),
-                                 judged_gamut=100 * fmean(j for _, j in pairs)) for name, pairs in sorted(sets.items())}
+    precision, recall, _, support = precision_recall_fscore_support(gold, got, labels=list(VERDICTS), zero_division=0)
+    set_scores = {
+        name: SetScore(
+            responses=len(pairs),
+            gold_gamut=100 * fmean(g for g, _ in pairs),
+            judged_gamut=100 * fmean(j for _, j in pairs),
+        )
+        for name, pairs in sorted(sets.items())
+    }
     by_id = {r.id: r for r in audit.responses}
     twins = [(by_id[r.twin_of], r) for r in audit.responses if r.twin_of is not None]
     kinds: dict[str, list[tuple[AuditResponse, AuditResponse]]] = defaultdict(list)
     for base, twin in twins:
         kinds[twin.injection.kind].append((base, twin))  # type: ignore[union-attr]
     return {
-        "checks": audit.checks, "judged": len(got), "errors": got.count("error"), "unfinished": unfinished,
+        "checks": audit.checks,
+        "judged": len(got),
+        "errors": got.count("error"),
+        "unfinished": unfinished,
         "accuracy": float(accuracy_score(gold, got)),
         # Errors count as a fifth answer, so an unreadable judge is not flattered by dropping them.
         "kappa": float(cohen_kappa_score(gold, got, labels=labels)) if len(set(gold) | set(got)) > 1 else 1.0,
         "confusion": {g: {j: int(matrix[i, k]) for k, j in enumerate(labels)} for i, g in enumerate(VERDICTS)},
-        "per_verdict": {v: VerdictQuality(precision=float(precision[i]), recall=float(recall[i]),
-                                          support=int(support[i])) for i, v in enumerate(VERDICTS)},
+        "per_verdict": {
+            v: VerdictQuality(precision=float(precision[i]), recall=float(recall[i]), support=int(support[i]))
+            for i, v in enumerate(VERDICTS)
+        },
         "question_score_mae": fmean(question_errors) if question_errors else float("nan"),
-        "gamut_mae": fmean(abs(s.judged_gamut - s.gold_gamut) for s in set_scores.values()) if set_scores
+        "gamut_mae": fmean(abs(s.judged_gamut - s.gold_gamut) for s in set_scores.values())
+        if set_scores
         else float("nan"),
         "sets": set_scores,
         "injection": _injection_figures(twins, judged) if twins else None,
         "injection_by_kind": {kind: _injection_figures(pairs, judged) for kind, pairs in sorted(kinds.items())},
-        "by_style": {style: {"checks": len(pairs), "accuracy": fmean(a == b for a, b in pairs),
-                             "kappa": float(cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs],
-                                                              labels=labels))}
-                     for style, pairs in sorted(styles.items())},
+        "by_style": {
+            style: {
+                "checks": len(pairs),
+                "accuracy": fmean(a == b for a, b in pairs),
+                "kappa": float(cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs], labels=labels)),
+            }
+            for style, pairs in sorted(styles.items())
+        },
     }
 
 
@@ -381,8 +427,9 @@ def load_audit_results(folder: str | Path) -> AuditResults | None:
     try:
         return AuditResults.model_validate(read_json(path))
     except ValidationError as error:
-        raise AuditSetError(f"{path}: {error.errors()[0]['msg']} at "
-                            f"{'.'.join(str(part) for part in error.errors()[0]['loc'])}") from None
+        raise AuditSetError(
+            f"{path}: {error.errors()[0]['msg']} at {'.'.join(str(part) for part in error.errors()[0]['loc'])}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -403,12 +450,17 @@ class FoundAudit:
         results = self.results
         assert results is not None
         injection = results.injection
-        return {"audit": self.folder.name,
-                "labels": "built-in gold" if Path(results.labels).resolve() == AUDIT_FILE else Path(results.labels).name,
-                "checks judged": results.judged, "accuracy": results.accuracy, "kappa": results.kappa,
-                "question score MAE": results.question_score_mae, "Gamut MAE": results.gamut_mae,
-                "injection flip rate": injection.flip_rate if injection else None,
-                "injected false meets": injection.false_meets_rate if injection else None}
+        return {
+            "audit": self.folder.name,
+            "labels": "built-in gold" if Path(results.labels).resolve() == AUDIT_FILE else Path(results.labels).name,
+            "checks judged": results.judged,
+            "accuracy": results.accuracy,
+            "kappa": results.kappa,
+            "question score MAE": results.question_score_mae,
+            "Gamut MAE": results.gamut_mae,
+            "injection flip rate": injection.flip_rate if injection else None,
+            "injected false meets": injection.false_meets_rate if injection else None,
+        }
 
 
 def find_audits(roots: Sequence[str | Path]) -> list[FoundAudit]:
@@ -424,9 +476,18 @@ def find_audits(roots: Sequence[str | Path]) -> list[FoundAudit]:
     return found
 
 
-def run_audit(judge: Any, out: str | Path, *, labels: str | Path | None = None, rationale: bool = False,
-              judge_retries: int = 2, judge_batch_size: int | None = None, limit: int | None = None,
-              retry_errors: bool = False, echo: Any = print) -> AuditResults:
+def run_audit(
+    judge: Any,
+    out: str | Path,
+    *,
+    labels: str | Path | None = None,
+    rationale: bool = False,
+    judge_retries: int = 2,
+    judge_batch_size: int | None = None,
+    limit: int | None = None,
+    retry_errors: bool = False,
+    echo: Any = print,
+) -> AuditResults:
     """Judge the audit set (or the --labels file) with ``judge`` into the store in ``out`` and
     measure it; :func:`gamut_hf.reports.audit_report.write_audit_report` writes the results."""
     from gamut_hf.evaluation.judge import JUDGE_PROMPT_VERSION
@@ -434,13 +495,27 @@ def run_audit(judge: Any, out: str | Path, *, labels: str | Path | None = None, 
     audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
     if limit is not None:
         keep = list(dict.fromkeys(r.question_id for r in audit.responses))[:limit]
-        audit = AuditSet(audit.path, [r for r in audit.responses if r.question_id in keep],
-                         {q: audit.questions[q] for q in keep})
+        audit = AuditSet(
+            audit.path, [r for r in audit.responses if r.question_id in keep], {q: audit.questions[q] for q in keep}
+        )
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    config = audit_config(judge, audit, rationale=rationale, judge_retries=judge_retries,
-                          judge_batch_size=judge_batch_size, retry_errors=retry_errors)
+    config = audit_config(
+        judge,
+        audit,
+        rationale=rationale,
+        judge_retries=judge_retries,
+        judge_batch_size=judge_batch_size,
+        retry_errors=retry_errors,
+    )
     judged, stage = judge_audit_set(config, audit, folder, echo)
-    return AuditResults(judge=judge.fingerprint(), labels=str(audit.path), labels_fingerprint=audit.fingerprint(),
-                        prompt_version=JUDGE_PROMPT_VERSION, rationale=rationale, responses=len(audit.responses),
-                        stage=stage.model_dump(), **measure(audit, judged))
+    return AuditResults(
+        judge=judge.fingerprint(),
+        labels=str(audit.path),
+        labels_fingerprint=audit.fingerprint(),
+        prompt_version=JUDGE_PROMPT_VERSION,
+        rationale=rationale,
+        responses=len(audit.responses),
+        stage=stage.model_dump(),
+        **measure(audit, judged),
+    )

@@ -79,26 +79,38 @@ def stored_config(store: RunStore) -> RunConfig | None:
         return RunConfig.model_validate(info["config"])
     except ValidationError as error:
         where, message = first_problem(error)
-        raise InputError(f"{store.path}: the recorded run settings are not usable ({where or 'config'}: {message}); "
-                         "start the run in a new folder") from None
+        raise InputError(
+            f"{store.path}: the recorded run settings are not usable ({where or 'config'}: {message}); "
+            "start the run in a new folder"
+        ) from None
 
 
 # -- resuming ---------------------------------------------------------------------------------
 
 
-def model_spec(base: ModelSpec, name: str | None, backend: str | None, extra: dict[str, Any],
-               base_urls: tuple[str, ...] = (), concurrency: int | None = None) -> ModelSpec:
+def model_spec(
+    base: ModelSpec,
+    name: str | None,
+    backend: str | None,
+    extra: dict[str, Any],
+    base_urls: tuple[str, ...] = (),
+    concurrency: int | None = None,
+) -> ModelSpec:
     """``base`` changed by what was given: a new name or backend starts from empty options; options
     alone are added to ``base``'s; endpoints and concurrency go into the options of an openai model."""
     extra = dict(extra)
     if base_urls:
-        extra["base_url" if len(base_urls) == 1 else "base_urls"] = base_urls[0] if len(base_urls) == 1 \
-            else list(base_urls)
+        extra["base_url" if len(base_urls) == 1 else "base_urls"] = (
+            base_urls[0] if len(base_urls) == 1 else list(base_urls)
+        )
     if name is None and backend is None and not extra:
         spec = base
     else:
-        spec = ModelSpec(name=name or base.name, backend=backend or base.backend,
-                         options=extra if (name or backend) else {**base.options, **extra})
+        spec = ModelSpec(
+            name=name or base.name,
+            backend=backend or base.backend,
+            options=extra if (name or backend) else {**base.options, **extra},
+        )
     if concurrency is not None and spec.backend == "openai":
         spec = ModelSpec(name=spec.name, backend=spec.backend, options={**spec.options, "concurrency": concurrency})
     return spec
@@ -118,20 +130,47 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None) -> 
     """The run's settings: the options given (``None``: not given; model and judge options as
     parsed KEY=VALUE dicts, shard as ``(i, n)``), the rest from ``stored`` (the run in the folder)
     or the defaults."""
-    selection = [flag for flag, name in (("--limit", "limit"), ("--question-id", "question_ids"), ("--shard", "shard"))
-                 if options[name]]
+    selection = [
+        flag
+        for flag, name in (("--limit", "limit"), ("--question-id", "question_ids"), ("--shard", "shard"))
+        if options[name]
+    ]
     if options["all_questions"] and selection:
         raise InputError(f"--all: every question, so not with {selection[0]}")
     base = stored or RunConfig()
     stored_variant = stored.variant if stored else None
-    candidate = model_spec(base.candidate, options["model"], options["backend"], options["model_options"],
-                           options["base_urls"], options["concurrency"])
-    judge = model_spec(base.judge, options["judge"], options["judge_backend"], options["judge_options"],
-                       options["judge_base_urls"], options["concurrency"])
+    candidate = model_spec(
+        base.candidate,
+        options["model"],
+        options["backend"],
+        options["model_options"],
+        options["base_urls"],
+        options["concurrency"],
+    )
+    judge = model_spec(
+        base.judge,
+        options["judge"],
+        options["judge_backend"],
+        options["judge_options"],
+        options["judge_base_urls"],
+        options["concurrency"],
+    )
     variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
-    fields = {name: options[name] for name in ("dataset", "revision", "images", "limit", "max_tokens", "rationale",
-                                                "judge_retries", "batch_size", "judge_batch_size")
-              if options[name] is not None}
+    fields = {
+        name: options[name]
+        for name in (
+            "dataset",
+            "revision",
+            "images",
+            "limit",
+            "max_tokens",
+            "rationale",
+            "judge_retries",
+            "batch_size",
+            "judge_batch_size",
+        )
+        if options[name] is not None
+    }
     # These two act on this invocation only; they are never inherited from the stored run.
     fields.update(retry_errors=bool(options["retry_errors"]), errors_as_missing=bool(options["errors_as_missing"]))
     if options["max_tokens"] is None and candidate.name == DEFAULT_MODEL and base == RunConfig():
@@ -149,10 +188,22 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None) -> 
 
 
 # How an inherited setting is named on the command line.
-RUN_FLAGS = {"dataset": "--dataset", "revision": "--revision", "variant": "--variant", "candidate": "--model",
-             "judge": "--judge", "limit": "--limit", "question_ids": "--question-id", "images": "--images",
-             "shard": "--shard", "max_tokens": "--max-tokens", "rationale": "--rationale",
-             "judge_retries": "--judge-retries", "batch_size": "--batch-size", "judge_batch_size": "--judge-batch-size"}
+RUN_FLAGS = {
+    "dataset": "--dataset",
+    "revision": "--revision",
+    "variant": "--variant",
+    "candidate": "--model",
+    "judge": "--judge",
+    "limit": "--limit",
+    "question_ids": "--question-id",
+    "images": "--images",
+    "shard": "--shard",
+    "max_tokens": "--max-tokens",
+    "rationale": "--rationale",
+    "judge_retries": "--judge-retries",
+    "batch_size": "--batch-size",
+    "judge_batch_size": "--judge-batch-size",
+}
 
 
 def inherited_settings(options: Mapping[str, Any], config: RunConfig) -> dict[str, str]:

@@ -17,8 +17,13 @@ from gamut_hf.evaluation.store import RunStore, StoreConflict, has_store
 from gamut_hf.files import InputError
 
 
-def merge_runs(out: str | Path, sources: Sequence[str | Path], *, errors_as_missing: bool = False,
-               echo: Callable[[str], None] = print) -> RunResults:
+def merge_runs(
+    out: str | Path,
+    sources: Sequence[str | Path],
+    *,
+    errors_as_missing: bool = False,
+    echo: Callable[[str], None] = print,
+) -> RunResults:
     """Merge each source's store into ``out``'s, then score ``out`` as one run."""
     configs = []
     fingerprint = None
@@ -39,8 +44,10 @@ def merge_runs(out: str | Path, sources: Sequence[str | Path], *, errors_as_miss
             echo(f"merged {source}: " + ", ".join(f"{n} {t}" for t, n in added.items()))
         same = {c.model_dump_json(include=RunConfig.IDENTITY) for c in configs}
         if len(same) > 1:
-            raise InputError("the runs differ in more than their shard (model, judge, dataset or settings); "
-                             "merged rows are kept, but they do not make one run")
+            raise InputError(
+                "the runs differ in more than their shard (model, judge, dataset or settings); "
+                "merged rows are kept, but they do not make one run"
+            )
         config = configs[0].model_copy(update={"shard": None, "errors_as_missing": errors_as_missing})
         ids = [q.question_id for q in target.questions(config.variant)]
         target.set_info(config=config.model_dump(mode="json"), question_ids=ids, dataset_fingerprint=fingerprint)

@@ -53,22 +53,37 @@ from gamut_hf.evaluation.store import (
 
 
 def generation_key(candidate: ModelSpec, question: PlannedQuestion, variant: str, max_tokens: int) -> str:
-    return content_key(kind="generation", model=candidate.fingerprint(), prompt_version=GENERATE_PROMPT_VERSION,
-                       question_id=question.id, variant=variant, prompt=question.prompt,
-                       image=question.image_sha, max_tokens=max_tokens, temperature=0)
+    return content_key(
+        kind="generation",
+        model=candidate.fingerprint(),
+        prompt_version=GENERATE_PROMPT_VERSION,
+        question_id=question.id,
+        variant=variant,
+        prompt=question.prompt,
+        image=question.image_sha,
+        max_tokens=max_tokens,
+        temperature=0,
+    )
 
 
 def verdict_key(judge: ModelSpec, generation: StoredGeneration, check: Check, rationale: bool) -> str:
-    return content_key(kind="verdict", judge=judge.fingerprint(), prompt_version=JUDGE_PROMPT_VERSION,
-                       rationale=rationale, generation=generation.key,
-                       response=hashlib.sha256(generation.response.encode()).hexdigest(),
-                       question_id=generation.question_id, check_id=check.id, check_text=check.text,
-                       temperature=0)
+    return content_key(
+        kind="verdict",
+        judge=judge.fingerprint(),
+        prompt_version=JUDGE_PROMPT_VERSION,
+        rationale=rationale,
+        generation=generation.key,
+        response=hashlib.sha256(generation.response.encode()).hexdigest(),
+        question_id=generation.question_id,
+        check_id=check.id,
+        check_text=check.text,
+        temperature=0,
+    )
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 Echo = Callable[[str], None]
@@ -102,11 +117,19 @@ def generate(config: RunConfig, source: QuestionSource, store: RunStore, echo: E
                 requests = [generate_request(q.prompt, source.image(q), config.max_tokens) for q, _ in todo]
                 completions = backend.complete(requests)
                 store.add_generations(
-                    {"key": k, "question_id": q.id, "variant": config.variant,
-                     "model": json.dumps(config.candidate.fingerprint(), sort_keys=True),
-                     "response": c.text, "error": c.error, "prompt_tokens": c.prompt_tokens,
-                     "completion_tokens": c.completion_tokens, "seconds": c.seconds}
-                    for (q, k), c in zip(todo, completions, strict=True))
+                    {
+                        "key": k,
+                        "question_id": q.id,
+                        "variant": config.variant,
+                        "model": json.dumps(config.candidate.fingerprint(), sort_keys=True),
+                        "response": c.text,
+                        "error": c.error,
+                        "prompt_tokens": c.prompt_tokens,
+                        "completion_tokens": c.completion_tokens,
+                        "seconds": c.seconds,
+                    }
+                    for (q, k), c in zip(todo, completions, strict=True)
+                )
                 report.add(completions)
                 report.failed += sum(c.error is not None for c in completions)
                 report.done_now += sum(c.error is None for c in completions)
@@ -122,10 +145,21 @@ def import_answers(config: RunConfig, source: QuestionSource, store: RunStore, r
     """Store given answers (a submission's) as the candidate's generations, under the keys the
     generate stage would use: the judge stage and scoring then treat them like any other answers."""
     fingerprint = json.dumps(config.candidate.fingerprint(), sort_keys=True)
-    rows = [{"key": generation_key(config.candidate, q, config.variant, config.max_tokens), "question_id": q.id,
-             "variant": config.variant, "model": fingerprint, "response": responses[q.id], "error": None,
-             "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
-            for q in source.questions if q.id in responses]
+    rows = [
+        {
+            "key": generation_key(config.candidate, q, config.variant, config.max_tokens),
+            "question_id": q.id,
+            "variant": config.variant,
+            "model": fingerprint,
+            "response": responses[q.id],
+            "error": None,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "seconds": 0.0,
+        }
+        for q in source.questions
+        if q.id in responses
+    ]
     store.add_generations(rows)
     return len(rows)
 
@@ -141,8 +175,9 @@ class JudgeJob:
     key: str
 
 
-def _answered_checks(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
-                     ) -> tuple[dict[str, StoredGeneration], list[JudgeJob]]:
+def _answered_checks(
+    config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+) -> tuple[dict[str, StoredGeneration], list[JudgeJob]]:
     """The stored answers (failed ones too) and a job, with its verdict key, for every check of
     every successfully answered question: what the judge stage works through and scoring reads."""
     generation_keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in questions}
@@ -151,14 +186,16 @@ def _answered_checks(config: RunConfig, questions: Sequence[PlannedQuestion], st
     for question in questions:
         generation = generations.get(generation_keys[question.id])
         if generation is not None and generation.error is None:
-            jobs.extend(JudgeJob(question, generation, check, verdict_key(config.judge, generation, check,
-                                                                          config.rationale))
-                        for check in question.checks)
+            jobs.extend(
+                JudgeJob(question, generation, check, verdict_key(config.judge, generation, check, config.rationale))
+                for check in question.checks
+            )
     return generations, jobs
 
 
-def _judge_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
-                ) -> tuple[list[JudgeJob], int, int]:
+def _judge_jobs(
+    config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+) -> tuple[list[JudgeJob], int, int]:
     """The checks still to judge, whole questions together, and how many are stored or unanswerable."""
     _, jobs = _answered_checks(config, questions, store)
     unanswered = sum(len(q.checks) for q in questions) - len(jobs)
@@ -200,9 +237,18 @@ def judge(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo
             for batch in _question_batches(jobs, size):
                 image = {q.id: source.image(q) for q in {job.question.id: job.question for job in batch}.values()}
                 requests = [
-                    replace(judge_request(job.question.prompt, image[job.question.id], job.generation.response,
-                                          job.check, rationale=config.rationale), prefix_key=job.generation.key)
-                    for job in batch]
+                    replace(
+                        judge_request(
+                            job.question.prompt,
+                            image[job.question.id],
+                            job.generation.response,
+                            job.check,
+                            rationale=config.rationale,
+                        ),
+                        prefix_key=job.generation.key,
+                    )
+                    for job in batch
+                ]
                 rows, failed = _judge_batch(backend, batch, requests, constraint, config.judge_retries, report)
                 for row in rows:
                     row["judge"] = judge_name
@@ -216,13 +262,16 @@ def judge(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo
         backend.close()
     echo(report.line("checks"))
     if errors:
-        echo(f"judge: {errors} verdicts unreadable after {config.judge_retries} retries, stored as error "
-             "(--retry-errors judges them again)")
+        echo(
+            f"judge: {errors} verdicts unreadable after {config.judge_retries} retries, stored as error "
+            "(--retry-errors judges them again)"
+        )
     return report
 
 
-def _judge_batch(backend: Backend, batch: Sequence[JudgeJob], requests: list[Any], constraint: Any,
-                 retries: int, report: StageReport) -> tuple[list[dict[str, Any]], int]:
+def _judge_batch(
+    backend: Backend, batch: Sequence[JudgeJob], requests: list[Any], constraint: Any, retries: int, report: StageReport
+) -> tuple[list[dict[str, Any]], int]:
     """Judge a batch; unreadable answers are asked again up to ``retries`` times.
 
     Returns the rows to store and the number of requests that failed outright (transport
@@ -248,12 +297,22 @@ def _judge_batch(backend: Backend, batch: Sequence[JudgeJob], requests: list[Any
             failed += 1
             continue
         parsed = parse_verdict(completion.text)
-        rows.append({
-            "key": job.key, "generation_key": job.generation.key, "question_id": job.question.id,
-            "check_id": job.check.id, "verdict": parsed.verdict or "error", "rationale": parsed.rationale,
-            "raw": completion.text, "attempts": attempts, "prompt_tokens": completion.prompt_tokens,
-            "completion_tokens": completion.completion_tokens, "cached_tokens": completion.cached_tokens,
-            "seconds": completion.seconds})
+        rows.append(
+            {
+                "key": job.key,
+                "generation_key": job.generation.key,
+                "question_id": job.question.id,
+                "check_id": job.check.id,
+                "verdict": parsed.verdict or "error",
+                "rationale": parsed.rationale,
+                "raw": completion.text,
+                "attempts": attempts,
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "cached_tokens": completion.cached_tokens,
+                "seconds": completion.seconds,
+            }
+        )
     return rows, failed
 
 
@@ -263,13 +322,24 @@ def _judge_batch(backend: Backend, batch: Sequence[JudgeJob], requests: list[Any
 def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
     prompt = sum(r.prompt_tokens or 0 for r in rows)
     cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
-    return {"calls": len(rows), "prompt_tokens": prompt, "completion_tokens": sum(r.completion_tokens or 0 for r in rows),
-            "seconds": round(sum(r.seconds or 0.0 for r in rows), 3), "cached_tokens": cached,
-            "cached_share": round(cached / prompt, 4) if prompt else 0.0}
+    return {
+        "calls": len(rows),
+        "prompt_tokens": prompt,
+        "completion_tokens": sum(r.completion_tokens or 0 for r in rows),
+        "seconds": round(sum(r.seconds or 0.0 for r in rows), 3),
+        "cached_tokens": cached,
+        "cached_share": round(cached / prompt, 4) if prompt else 0.0,
+    }
 
 
-def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
-          params: ScoreParams = DEFAULT_SCORE_PARAMS, stages: Sequence[StageReport] = ()) -> RunResults:
+def score(
+    store: RunStore,
+    out: str | Path,
+    *,
+    errors_as_missing: bool = False,
+    params: ScoreParams = DEFAULT_SCORE_PARAMS,
+    stages: Sequence[StageReport] = (),
+) -> RunResults:
     """Score the run recorded in ``store`` from the store alone; write the run folder's outputs."""
     config = stored_config(store)
     if config is None:
@@ -297,25 +367,42 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
                 judge_errors += 1
             # Unfinished work blocks the score exactly as a judge error does.
             outcomes[check.id] = stored.verdict if stored is not None else "error"  # type: ignore[assignment]
-            details.append({
-                "question_id": q.id, "domain": q.domain, "check_id": check.id, "tier": check.tier,
-                "kind": check.kind, "item_id": check.item_id, "check_text": check.text,
-                "verdict": stored.verdict if stored else None, "rationale": stored.rationale if stored else None,
-                "raw": stored.raw if stored else None})
+            details.append(
+                {
+                    "question_id": q.id,
+                    "domain": q.domain,
+                    "check_id": check.id,
+                    "tier": check.tier,
+                    "kind": check.kind,
+                    "item_id": check.item_id,
+                    "check_text": check.text,
+                    "verdict": stored.verdict if stored else None,
+                    "rationale": stored.rationale if stored else None,
+                    "raw": stored.raw if stored else None,
+                }
+            )
         per_question.append((q.checks, outcomes))
     run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
     results = RunResults(
-        model=config.candidate.fingerprint(), judge=config.judge.fingerprint(),
-        dataset={"source": config.dataset, "revision": config.revision,
-                 "fingerprint": info.get("dataset_fingerprint")}, variant=config.variant,
+        model=config.candidate.fingerprint(),
+        judge=config.judge.fingerprint(),
+        dataset={"source": config.dataset, "revision": config.revision, "fingerprint": info.get("dataset_fingerprint")},
+        variant=config.variant,
         prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
-        score=run_score, score_params=params, judge_errors=judge_errors, unfinished_checks=unfinished,
+        score=run_score,
+        score_params=params,
+        judge_errors=judge_errors,
+        unfinished_checks=unfinished,
         usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
-        stages=list(stages))
+        stages=list(stages),
+    )
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
-    responses = {"question_id": [g.question_id for g in answered], "response": [g.response for g in answered],
-                 "error": [g.error for g in answered]}
+    responses = {
+        "question_id": [g.question_id for g in answered],
+        "response": [g.response for g in answered],
+        "error": [g.error for g in answered],
+    }
     return write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
 
 
@@ -325,12 +412,16 @@ def score(store: RunStore, out: str | Path, *, errors_as_missing: bool = False,
 def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> None:
     """Put the run's questions and settings in the store: from then on it scores alone."""
     store.put_questions(q.stored(config.variant) for q in source.questions)
-    store.set_info(config=config.model_dump(mode="json"), question_ids=[q.id for q in source.questions],
-                   dataset_fingerprint=source.data._fingerprint)
+    store.set_info(
+        config=config.model_dump(mode="json"),
+        question_ids=[q.id for q in source.questions],
+        dataset_fingerprint=source.data._fingerprint,
+    )
 
 
-def run(config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"),
-        echo: Echo = print) -> RunResults | None:
+def run(
+    config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"), echo: Echo = print
+) -> RunResults | None:
     """Generate, judge and score (or some of these) into the run folder ``out``."""
     source = QuestionSource(config)
     with RunStore(out) as store:

@@ -60,8 +60,10 @@ class StageReport(BaseModel):
 
     def line(self, unit: str) -> str:
         rate = self.done_now / self.seconds if self.seconds else 0.0
-        text = (f"{self.stage}: {self.done_now} {unit} in {self.seconds:.1f} s ({rate:.2f}/s), "
-                f"{self.done_before} already stored")
+        text = (
+            f"{self.stage}: {self.done_now} {unit} in {self.seconds:.1f} s ({rate:.2f}/s), "
+            f"{self.done_before} already stored"
+        )
         if self.seconds and self.prompt_tokens:
             text += f", {self.prompt_tokens / self.seconds:.0f} prompt tok/s"
         if self.prompt_tokens and self.cached_tokens:
@@ -111,16 +113,19 @@ def _parquet_bytes(columns: Mapping[str, Sequence[Any]], features: Any) -> bytes
     return sink.getvalue().to_pybytes()
 
 
-def write_outputs(out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]],
-                  responses: Mapping[str, Sequence[Any]]) -> RunResults:
+def write_outputs(
+    out: str | Path, results: RunResults, details: Mapping[str, Sequence[Any]], responses: Mapping[str, Sequence[Any]]
+) -> RunResults:
     """Write details.parquet and responses.parquet (tables given column by column), then
     results.json recording their digests; returns the results as written."""
     from gamut_hf.dataset.features import DETAILS_FEATURES, RESPONSES_FEATURES
 
     folder = Path(out)
     digests = {}
-    for name, columns, features in ((DETAILS_FILE, details, DETAILS_FEATURES),
-                                    (RESPONSES_FILE, responses, RESPONSES_FEATURES)):
+    for name, columns, features in (
+        (DETAILS_FILE, details, DETAILS_FEATURES),
+        (RESPONSES_FILE, responses, RESPONSES_FEATURES),
+    ):
         data = _parquet_bytes(columns, features)
         atomic.write_bytes(folder / name, data)
         digests[name] = FileDigest.of(data)
@@ -161,12 +166,15 @@ class RunFolder:
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise RunFolderError(f"{self.folder}: {name} is missing; rewrite the folder with "
-                                 f"`gamut score {self.folder}`") from None
+            raise RunFolderError(
+                f"{self.folder}: {name} is missing; rewrite the folder with `gamut score {self.folder}`"
+            ) from None
         if FileDigest.of(data) != expected:
-            raise RunFolderError(f"{self.folder}: {name} is not the one {RESULTS_FILE} was written with (an "
-                                 f"interrupted write, or a file changed by hand); rewrite the folder with "
-                                 f"`gamut score {self.folder}`")
+            raise RunFolderError(
+                f"{self.folder}: {name} is not the one {RESULTS_FILE} was written with (an "
+                f"interrupted write, or a file changed by hand); rewrite the folder with "
+                f"`gamut score {self.folder}`"
+            )
         try:
             return pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None, **options)
         except Exception as error:  # pyarrow raises several types for a damaged or foreign file
@@ -180,8 +188,9 @@ def read_run_folder(folder: str | Path) -> RunFolder:
     try:
         data = path.read_bytes()
     except (FileNotFoundError, NotADirectoryError):
-        raise RunFolderError(f"{folder}: not a run folder (no {RESULTS_FILE}); produce one with "
-                             f"`gamut run --out {folder}`") from None
+        raise RunFolderError(
+            f"{folder}: not a run folder (no {RESULTS_FILE}); produce one with `gamut run --out {folder}`"
+        ) from None
     try:
         results = RunResults.model_validate_json(data)
     except ValidationError as error:
@@ -189,6 +198,8 @@ def read_run_folder(folder: str | Path) -> RunFolder:
         raise RunFolderError(f"{path}: {where or 'top level'}: {message}") from None
     missing = [name for name in (DETAILS_FILE, RESPONSES_FILE) if name not in results.files]
     if missing:
-        raise RunFolderError(f"{path}: records no digest of {missing[0]} (written by an older gamut-hf); "
-                             f"rewrite the folder with `gamut score {folder}`")
+        raise RunFolderError(
+            f"{path}: records no digest of {missing[0]} (written by an older gamut-hf); "
+            f"rewrite the folder with `gamut score {folder}`"
+        )
     return RunFolder(folder, results)

@@ -59,7 +59,7 @@ class QuestionSource:
             wanted = set(config.question_ids)
             questions = [q for q in questions if q.id in wanted]
         if config.limit is not None:
-            questions = questions[:config.limit]
+            questions = questions[: config.limit]
         if config.shard is not None:
             index, count = config.shard
             questions = questions[index::count]
@@ -71,8 +71,10 @@ class QuestionSource:
                 shas = [hashlib.sha256(image["bytes"] or b"").hexdigest() if image else None for image in raw]
             else:
                 if config.images is None:
-                    raise InputError(f"{config.dataset}: its images are referenced, not embedded; say where they "
-                                     "are with --images (crag-mm, crag-mm=PATH or a folder)")
+                    raise InputError(
+                        f"{config.dataset}: its images are referenced, not embedded; say where they "
+                        "are with --images (crag-mm, crag-mm=PATH or a folder)"
+                    )
                 self.resolver = image_resolver(config.images)
                 shas = [_image_sha(self.resolver(row)) for row in rows]
             questions = [replace(q, image_sha=sha) for q, sha in zip(questions, shas, strict=True)]

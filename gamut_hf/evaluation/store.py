@@ -145,8 +145,10 @@ class RunStore:
     def set_info(self, **values: Any) -> None:
         with self.db:
             self.db.execute("BEGIN")
-            self.db.executemany("INSERT OR REPLACE INTO run_info VALUES (?, ?)",
-                                [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO run_info VALUES (?, ?)",
+                [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()],
+            )
 
     def info(self) -> dict[str, Any]:
         return {name: json.loads(value) for name, value in self.db.execute("SELECT name, value FROM run_info")}
@@ -157,8 +159,9 @@ class RunStore:
         """Record the questions of a run (a question whose rubric was re-released is replaced)."""
         with self.db:
             self.db.execute("BEGIN")
-            self.db.executemany("INSERT OR REPLACE INTO questions VALUES (?, ?, ?, ?, ?, ?)",
-                                [astuple(q) for q in questions])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO questions VALUES (?, ?, ?, ?, ?, ?)", [astuple(q) for q in questions]
+            )
 
     def questions(self, variant: str) -> list[StoredQuestion]:
         rows = self.db.execute("SELECT * FROM questions WHERE variant = ? ORDER BY rowid", (variant,))
@@ -170,13 +173,14 @@ class RunStore:
         """Run ``sql ... key IN (...)`` over keys in chunks (SQLite caps bound parameters)."""
         keys = list(keys)
         for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
+            chunk = keys[start : start + 500]
             yield from self.db.execute(f"{sql} key IN ({','.join('?' * len(chunk))})", chunk)
 
     def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
         rows = self._where_key_in(
             "SELECT key, question_id, response, error, prompt_tokens, completion_tokens, seconds FROM generations WHERE",
-            keys)
+            keys,
+        )
         return {row[0]: StoredGeneration(*row) for row in rows}
 
     def add_generations(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -186,7 +190,8 @@ class RunStore:
             self.db.executemany(
                 "INSERT OR REPLACE INTO generations VALUES (:key, :question_id, :variant, :model, :response, :error,"
                 " :prompt_tokens, :completion_tokens, :seconds, :session, :created_at)",
-                [{"session": self.session, "created_at": now, **row} for row in rows])
+                [{"session": self.session, "created_at": now, **row} for row in rows],
+            )
 
     # -- verdicts -------------------------------------------------------------------------
 
@@ -194,7 +199,8 @@ class RunStore:
         rows = self._where_key_in(
             "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts, prompt_tokens,"
             " completion_tokens, cached_tokens, seconds FROM verdicts WHERE",
-            keys)
+            keys,
+        )
         return {row[0]: StoredVerdict(*row) for row in rows}
 
     def add_verdicts(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -205,7 +211,8 @@ class RunStore:
                 "INSERT OR REPLACE INTO verdicts VALUES (:key, :generation_key, :question_id, :check_id, :judge,"
                 " :verdict, :rationale, :raw, :attempts, :prompt_tokens, :completion_tokens, :cached_tokens,"
                 " :seconds, :session, :created_at)",
-                [{"session": self.session, "created_at": now, **row} for row in rows])
+                [{"session": self.session, "created_at": now, **row} for row in rows],
+            )
 
     def forget_errors(self, keys: Iterable[str]) -> int:
         """Drop stored judge errors so a rerun retries them (``--retry-errors``)."""
@@ -224,15 +231,20 @@ class RunStore:
             calls, prompt, completion, seconds, cached = self.db.execute(
                 f"SELECT COUNT(*), SUM(prompt_tokens), SUM(completion_tokens), SUM(seconds){extra} FROM {table}"
             ).fetchone()
-            out[table] = {"calls": calls, "prompt_tokens": prompt or 0, "completion_tokens": completion or 0,
-                          "seconds": seconds or 0.0, "cached_tokens": cached or 0}
+            out[table] = {
+                "calls": calls,
+                "prompt_tokens": prompt or 0,
+                "completion_tokens": completion or 0,
+                "seconds": seconds or 0.0,
+                "cached_tokens": cached or 0,
+            }
         return out
 
     def rows(self, table: str) -> Iterator[dict[str, Any]]:
         cursor = self.db.execute(f"SELECT * FROM {table}")  # noqa: S608 - table names are ours
         names = [d[0] for d in cursor.description]
         for row in cursor:
-            yield dict(zip(names, row))
+            yield dict(zip(names, row, strict=False))
 
     def merge_from(self, other: RunStore) -> dict[str, int]:
         """Copy another store's rows in, all or nothing; the same key with a different result
@@ -240,8 +252,11 @@ class RunStore:
         to a real result of the same key, whichever store holds which: a shard answered again
         or judged again with ``--retry-errors`` merges over its first attempt."""
         identity = {"questions": ("question_id", "variant"), "generations": ("key",), "verdicts": ("key",)}
-        compare = {"questions": ("domain", "prompt", "image_sha", "checks"), "generations": ("response", "error"),
-                   "verdicts": ("verdict", "rationale", "raw")}
+        compare = {
+            "questions": ("domain", "prompt", "image_sha", "checks"),
+            "generations": ("response", "error"),
+            "verdicts": ("verdict", "rationale", "raw"),
+        }
         plan: dict[str, list[dict[str, Any]]] = {}
         for table, fields in compare.items():
             existing = {tuple(r[k] for k in identity[table]): r for r in self.rows(table)}
@@ -255,7 +270,8 @@ class RunStore:
                 elif any(mine[f] != row[f] for f in fields):
                     raise StoreConflict(
                         f"{other.path}: {table} entry {row.get('key', row['question_id'])[:12]} (question "
-                        f"{row['question_id']}) differs from the one already in {self.path}; nothing merged")
+                        f"{row['question_id']}) differs from the one already in {self.path}; nothing merged"
+                    )
         with self.db:
             self.db.execute("BEGIN")
             for table, rows in plan.items():
@@ -263,5 +279,6 @@ class RunStore:
                     names = list(rows[0])
                     self.db.executemany(
                         f"INSERT OR REPLACE INTO {table} ({','.join(names)}) VALUES ({','.join('?' * len(names))})",
-                        [tuple(r[n] for n in names) for r in rows])
+                        [tuple(r[n] for n in names) for r in rows],
+                    )
         return {table: len(rows) for table, rows in plan.items()}

@@ -9,8 +9,16 @@ May import: :mod:`gamut_hf.reports`, :mod:`gamut_hf.evaluation`, :mod:`gamut_hf.
 
 from gamut_hf._exports import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "load_entries": "entries", "leaderboard_table": "entries", "FailureIndex": "failures",
-    "parse_submission": "submission", "RequestQueue": "queue", "serve": "worker",
-    "SpaceConfig": "space", "build_app": "space",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "load_entries": "entries",
+        "leaderboard_table": "entries",
+        "FailureIndex": "failures",
+        "parse_submission": "submission",
+        "RequestQueue": "queue",
+        "serve": "worker",
+        "SpaceConfig": "space",
+        "build_app": "space",
+    },
+)

@@ -21,9 +21,26 @@ from gamut_hf.reports.report import Run, label_runs, load_run
 from gamut_hf.reports.statistics import Interval
 
 CARD_FILE = "model.json"
-LEADERBOARD_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions", "Gamut", "Gamut 95% CI",
-                       "AC", "AC 95% CI", "V", "V 95% CI", "Ctx", "Ctx 95% CI",
-                       "% meets", "% partial", "% missing", "% contra"]
+LEADERBOARD_COLUMNS = [
+    "model",
+    "type",
+    "size (B)",
+    "variant",
+    "judge",
+    "questions",
+    "Gamut",
+    "Gamut 95% CI",
+    "AC",
+    "AC 95% CI",
+    "V",
+    "V 95% CI",
+    "Ctx",
+    "Ctx 95% CI",
+    "% meets",
+    "% partial",
+    "% missing",
+    "% contra",
+]
 
 
 @dataclass
@@ -69,8 +86,9 @@ def _interval(interval: Interval) -> str:
 def is_partial(entry: Entry, dataset_questions: int | None = None) -> bool:
     """A submission sent as partial, or a run over fewer questions than the dataset has (``--limit``):
     not comparable with complete runs, so never ranked with them."""
-    return bool(entry.card.get("partial")) or (dataset_questions is not None
-                                               and len(entry.run.questions) < dataset_questions)
+    return bool(entry.card.get("partial")) or (
+        dataset_questions is not None and len(entry.run.questions) < dataset_questions
+    )
 
 
 def leaderboard_row(entry: Entry, summary: dict[str, Interval], partial: bool = False) -> dict:
@@ -78,15 +96,22 @@ def leaderboard_row(entry: Entry, summary: dict[str, Interval], partial: bool = 
     browser sorts them."""
     gamut = summary["gamut"]
     return {
-        "model": entry.label + (" (partial)" if partial else ""), "type": entry.card.get("access", "unknown"),
-        "size (B)": _size(entry.card), "variant": entry.run.variant, "judge": entry.run.judge,
-        "questions": len(entry.run.questions), "Gamut": round(gamut.value, 1),
+        "model": entry.label + (" (partial)" if partial else ""),
+        "type": entry.card.get("access", "unknown"),
+        "size (B)": _size(entry.card),
+        "variant": entry.run.variant,
+        "judge": entry.run.judge,
+        "questions": len(entry.run.questions),
+        "Gamut": round(gamut.value, 1),
         "Gamut 95% CI": _interval(gamut),
-        **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
-        **{f"{label} 95% CI": _interval(summary[t]) for label, t in zip(("AC", "V", "Ctx"), TIERS)},
-        **{label: round(summary[v].value, 1) for label, v in
-           zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS)},
-        "key": entry.key, "partial": partial,
+        **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS, strict=False)},
+        **{f"{label} 95% CI": _interval(summary[t]) for label, t in zip(("AC", "V", "Ctx"), TIERS, strict=False)},
+        **{
+            label: round(summary[v].value, 1)
+            for label, v in zip(("% meets", "% partial", "% missing", "% contra"), VERDICTS, strict=False)
+        },
+        "key": entry.key,
+        "partial": partial,
     }
 
 

@@ -51,9 +51,14 @@ def dataset_questions(source: str) -> dict[str, QuestionInfo]:
 
     return {
         question.id: QuestionInfo(
-            question.question, question.text_question,
-            [{"id": item.id, "type": item.type, "tier": item.tier, "label": item.label} for item in question.meta_rubric.items],
-            image_of(row) if embedded else None)
+            question.question,
+            question.text_question,
+            [
+                {"id": item.id, "type": item.type, "tier": item.tier, "label": item.label}
+                for item in question.meta_rubric.items
+            ],
+            image_of(row) if embedded else None,
+        )
         for row, question in enumerate(iter_questions(data, "text_only"))
     }
 
@@ -64,22 +69,47 @@ class FailureIndex:
         self.info = questions or {}
         frames, scores, responses = [], [], []
         for entry in entries:
-            extra = entry.run.table(DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]).to_pandas()
+            extra = entry.run.table(
+                DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]
+            ).to_pandas()
             details = entry.run.details
-            frames.append(pd.DataFrame({
-                "entry": entry.key, "question_id": details["question_id"], "domain": details["domain"],
-                "check_id": details["check_id"], "item_id": details["item_id"], "tier": details["tier"],
-                "kind": details["kind"], "item_type": details["item_type"], "verdict": details["verdict"],
-                "check_text": extra["check_text"].astype(str), "rationale": extra["rationale"]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "entry": entry.key,
+                        "question_id": details["question_id"],
+                        "domain": details["domain"],
+                        "check_id": details["check_id"],
+                        "item_id": details["item_id"],
+                        "tier": details["tier"],
+                        "kind": details["kind"],
+                        "item_type": details["item_type"],
+                        "verdict": details["verdict"],
+                        "check_text": extra["check_text"].astype(str),
+                        "rationale": extra["rationale"],
+                    }
+                )
+            )
             scores.append(entry.run.questions[["domain", "score", *VERDICTS, "checks"]].assign(entry=entry.key))
             responses.append(entry.run.table(RESPONSES_FILE).to_pandas().assign(entry=entry.key))
-        categorical = ("entry", "question_id", "domain", "check_id", "item_id", "tier", "kind", "item_type",
-                       "verdict", "check_text")
+        categorical = (
+            "entry",
+            "question_id",
+            "domain",
+            "check_id",
+            "item_id",
+            "tier",
+            "kind",
+            "item_type",
+            "verdict",
+            "check_text",
+        )
         self.verdicts = pd.concat(frames, ignore_index=True).astype({c: "category" for c in categorical})
         self.codes = {c: self.verdicts[c].cat.codes.to_numpy() for c in ("entry", *FILTERS, "question_id")}
         self.scores = pd.concat(scores).reset_index().set_index(["entry", "question_id"]).sort_index()
-        self.responses = (pd.concat(responses).set_index(["entry", "question_id"])["response"]
-                          if responses else pd.Series(dtype=str))
+        self.responses = (
+            pd.concat(responses).set_index(["entry", "question_id"])["response"] if responses else pd.Series(dtype=str)
+        )
         self.by_question = self.verdicts.groupby("question_id", observed=True).indices
 
     def choices(self, column: str) -> list[str]:
@@ -103,7 +133,9 @@ class FailureIndex:
         for column, value in filters.items():
             if value and value != ANY:
                 mask &= self.codes[column] == self._code(column, value)
-        counts = np.bincount(self.codes["question_id"][mask], minlength=len(self.verdicts["question_id"].cat.categories))
+        counts = np.bincount(
+            self.codes["question_id"][mask], minlength=len(self.verdicts["question_id"].cat.categories)
+        )
         hit = np.flatnonzero(counts)
         ids = self.verdicts["question_id"].cat.categories[hit]
         table = pd.DataFrame({"question": ids, "matching checks": counts[hit]})
@@ -112,8 +144,9 @@ class FailureIndex:
         for key in models:
             label = self.entries[key].label if key in self.entries else key
             table[f"{label} score"] = (100 * self.scores.loc[key]["score"].reindex(ids)).round(1).to_numpy()
-        table = table.sort_values([f"{self.entries[models[0]].label} score", "matching checks"],
-                                  ascending=[True, False], ignore_index=True)
+        table = table.sort_values(
+            [f"{self.entries[models[0]].label} score", "matching checks"], ascending=[True, False], ignore_index=True
+        )
         return table.head(limit), len(table)
 
     # -- one question ------------------------------------------------------------------------
@@ -122,9 +155,11 @@ class FailureIndex:
         info = self.info.get(question_id)
         if info is None:
             return f"<h3>{html.escape(question_id)}</h3><p><em>The dataset of this question is not loaded.</em></p>"
-        return (f"<h3>{html.escape(question_id)}</h3>"
-                f"<p><strong>Question:</strong> {html.escape(info.question)}</p>"
-                f"<p><strong>Text-only question:</strong> {html.escape(info.text_question)}</p>")
+        return (
+            f"<h3>{html.escape(question_id)}</h3>"
+            f"<p><strong>Question:</strong> {html.escape(info.question)}</p>"
+            f"<p><strong>Text-only question:</strong> {html.escape(info.text_question)}</p>"
+        )
 
     def image(self, question_id: str):
         info = self.info.get(question_id)
@@ -142,32 +177,44 @@ class FailureIndex:
             return f"<p>{html.escape(entry.label)} has no verdicts on this question.</p>"
         score = self.scores.loc[(key, question_id)]
         response = self.responses.get((key, question_id))
-        parts = [f"<h4>{html.escape(entry.label)}: {100 * score['score']:.1f}</h4>",
-                 f"<p style='font-size:0.85em'>judge {html.escape(entry.run.judge)}, {html.escape(entry.run.variant)}; "
-                 + ", ".join(f"{int(score[v])} {v.replace('_', ' ')}" for v in VERDICTS) + "</p>",
-                 "<details open><summary>Response</summary><div style='white-space:pre-wrap;border:1px solid #ddd;"
-                 "padding:6px;max-height:300px;overflow:auto'>"
-                 + (html.escape(response) if isinstance(response, str) else "<em>not stored</em>") + "</div></details>"]
+        parts = [
+            f"<h4>{html.escape(entry.label)}: {100 * score['score']:.1f}</h4>",
+            f"<p style='font-size:0.85em'>judge {html.escape(entry.run.judge)}, {html.escape(entry.run.variant)}; "
+            + ", ".join(f"{int(score[v])} {v.replace('_', ' ')}" for v in VERDICTS)
+            + "</p>",
+            "<details open><summary>Response</summary><div style='white-space:pre-wrap;border:1px solid #ddd;"
+            "padding:6px;max-height:300px;overflow:auto'>"
+            + (html.escape(response) if isinstance(response, str) else "<em>not stored</em>")
+            + "</div></details>",
+        ]
         items = self.info[question_id].items if question_id in self.info else []
         known = {item["id"] for item in items}
-        scaffold = items + [{"id": i, "type": t, "tier": "", "label": ""} for i, t in
-                            checks[["item_id", "item_type"]].drop_duplicates().itertuples(index=False) if i not in known]
+        scaffold = items + [
+            {"id": i, "type": t, "tier": "", "label": ""}
+            for i, t in checks[["item_id", "item_type"]].drop_duplicates().itertuples(index=False)
+            if i not in known
+        ]
         for item in scaffold:
             mine = checks[checks["item_id"] == item["id"]]
             if mine.empty:
                 continue
-            title = " · ".join(html.escape(str(x)) for x in (item["id"], item["type"], item["tier"], item["label"]) if x)
+            title = " · ".join(
+                html.escape(str(x)) for x in (item["id"], item["type"], item["tier"], item["label"]) if x
+            )
             parts.append(f"<div style='margin:8px 0 4px'><strong>{title}</strong></div><ul style='margin-top:0'>")
             for check in mine.itertuples(index=False):
                 colour = VERDICT_COLOURS.get(str(check.verdict), "#000")
-                rationale = (f"<br><span style='color:#555'>judge: {html.escape(check.rationale)}</span>"
-                             if isinstance(check.rationale, str) and check.rationale else "")
+                rationale = (
+                    f"<br><span style='color:#555'>judge: {html.escape(check.rationale)}</span>"
+                    if isinstance(check.rationale, str) and check.rationale
+                    else ""
+                )
                 parts.append(
                     f"<li class='check verdict-{html.escape(str(check.verdict))}' style='border-left:6px solid {colour};"
                     f"padding-left:6px;margin:3px 0;list-style:none'><code>{html.escape(str(check.check_id))}</code> "
                     f"<b style='color:{colour}'>{html.escape(str(check.verdict).replace('_', ' '))}</b> "
                     f"<small>{html.escape(str(check.tier))}, {html.escape(str(check.kind))}</small><br>"
-                    f"{html.escape(str(check.check_text))}{rationale}</li>")
+                    f"{html.escape(str(check.check_text))}{rationale}</li>"
+                )
             parts.append("</ul>")
         return "".join(parts)
-

@@ -99,21 +99,37 @@ class RequestQueue:
         mine = [r for r in self.records() if r.submitted_by == user]
         waiting = [r for r in mine if r.status in ("PENDING", "RUNNING")]
         if waiting:
-            raise SubmissionError([f"you already have a submission waiting ({waiting[0].model.name}, "
-                                   f"{waiting[0].status}); one at a time"])
+            raise SubmissionError(
+                [f"you already have a submission waiting ({waiting[0].model.name}, {waiting[0].status}); one at a time"]
+            )
         today = [r for r in mine if r.submitted_at > now - timedelta(days=1)]
         if len(today) >= MAX_PER_DAY:
-            raise SubmissionError([f"you have submitted {len(today)} times in the last 24 hours; the limit is "
-                                   f"{MAX_PER_DAY}"])
+            raise SubmissionError(
+                [f"you have submitted {len(today)} times in the last 24 hours; the limit is {MAX_PER_DAY}"]
+            )
         existing = self.get(key)
         if existing is not None and existing.status != "FAILED":
-            raise SubmissionError([f"{submission.model.name} ({submission.model.variant}) is already on the board "
-                                   f"or in the queue ({existing.status})"])
-        lines = "".join(json.dumps({"question_id": q, "response": r}, ensure_ascii=False) + "\n"
-                        for q, r in submission.responses.items())
+            raise SubmissionError(
+                [
+                    f"{submission.model.name} ({submission.model.variant}) is already on the board "
+                    f"or in the queue ({existing.status})"
+                ]
+            )
+        lines = "".join(
+            json.dumps({"question_id": q, "response": r}, ensure_ascii=False) + "\n"
+            for q, r in submission.responses.items()
+        )
         write_text(self.folder / f"{key}.jsonl", lines)
-        record = RequestRecord(key=key, model=submission.model, status="PENDING", submitted_by=user, submitted_at=now,
-                               updated_at=now, partial=submission.partial, questions=len(submission.responses))
+        record = RequestRecord(
+            key=key,
+            model=submission.model,
+            status="PENDING",
+            submitted_by=user,
+            submitted_at=now,
+            updated_at=now,
+            partial=submission.partial,
+            questions=len(submission.responses),
+        )
         self._save(record)
         return record
 
@@ -128,8 +144,15 @@ class RequestQueue:
         with self._claims():
             for record in sorted(self.records(), key=lambda r: r.submitted_at):
                 if record.status == "PENDING" or stale(record, now, lease):
-                    record = record.model_copy(update={"status": "RUNNING", "worker": worker, "heartbeat": now,
-                                                       "updated_at": now, "reason": None})
+                    record = record.model_copy(
+                        update={
+                            "status": "RUNNING",
+                            "worker": worker,
+                            "heartbeat": now,
+                            "updated_at": now,
+                            "reason": None,
+                        }
+                    )
                     self._save(record)
                     return record
         return None
@@ -152,15 +175,19 @@ class RequestQueue:
     def release(self, record: RequestRecord) -> RequestRecord:
         """Give a claim back untouched (PENDING), e.g. when it could not be made visible to other workers."""
         with self._claims():
-            record = self._held(record).model_copy(update={"status": "PENDING", "worker": None, "heartbeat": None,
-                                                           "updated_at": _now()})
+            record = self._held(record).model_copy(
+                update={"status": "PENDING", "worker": None, "heartbeat": None, "updated_at": _now()}
+            )
             self._save(record)
         return record
 
-    def finish(self, record: RequestRecord, status: Literal["FINISHED", "FAILED"], reason: str | None = None) -> RequestRecord:
+    def finish(
+        self, record: RequestRecord, status: Literal["FINISHED", "FAILED"], reason: str | None = None
+    ) -> RequestRecord:
         """End a claim; ClaimLost (nothing written) when another worker took it over meanwhile."""
         with self._claims():
-            record = self._held(record).model_copy(update={"status": status, "reason": reason, "heartbeat": None,
-                                                           "updated_at": _now()})
+            record = self._held(record).model_copy(
+                update={"status": status, "reason": reason, "heartbeat": None, "updated_at": _now()}
+            )
             self._save(record)
         return record

@@ -58,8 +58,22 @@ from gamut_hf.reports.report import Figure, Table, label_runs
 from gamut_hf.reports.statistics import Bootstrap, run_summary
 
 LOCAL_USER = "local"
-DEFAULT_COLUMNS = ["rank", "model", "type", "size (B)", "variant", "judge", "Gamut", "Gamut 95% CI", "AC", "V", "Ctx",
-                   "% meets", "% missing", "% contra"]
+DEFAULT_COLUMNS = [
+    "rank",
+    "model",
+    "type",
+    "size (B)",
+    "variant",
+    "judge",
+    "Gamut",
+    "Gamut 95% CI",
+    "AC",
+    "V",
+    "Ctx",
+    "% meets",
+    "% missing",
+    "% contra",
+]
 SIZE_BUCKETS = {"under 10B": (0, 10), "10B to 100B": (10, 100), "over 100B": (100, float("inf")), "unknown": None}
 
 
@@ -139,14 +153,17 @@ class SpaceData:
                 print(f"gamut space: result folder {key} not loaded: {not_loaded[key]}")
         self.loaded = loaded
         # Folders that failed before and have not changed keep their reason without a second try.
-        self.not_loaded = {**{k: why for k, why in self.not_loaded.items() if k in found and k not in loaded},
-                           **not_loaded}
+        self.not_loaded = {
+            **{k: why for k, why in self.not_loaded.items() if k in found and k not in loaded},
+            **not_loaded,
+        }
         self.entries = [entry for _, entry, _ in loaded.values()]
         # Labels depend on every entry (a backend is added where names collide): made afresh each time.
         label_runs([entry.run for entry in self.entries])
         size = len(self.questions) or None
-        self.board = leaderboard_table([leaderboard_row(entry, summary, is_partial(entry, size))
-                                        for _, entry, summary in loaded.values()])
+        self.board = leaderboard_table(
+            [leaderboard_row(entry, summary, is_partial(entry, size)) for _, entry, summary in loaded.values()]
+        )
         self.index = FailureIndex(self.entries, self.questions) if self.entries else None
         self.report = None
         self.report_thread = threading.Thread(target=self._build_report, args=(list(self.entries),), daemon=True)
@@ -156,8 +173,11 @@ class SpaceData:
     def _build_report(self, entries: list[Entry]) -> None:
         from gamut_hf.reports.report import build_report
 
-        report = build_report([e.run.folder for e in entries], Bootstrap(resamples=self.config.resamples)) \
-            if entries else None
+        report = (
+            build_report([e.run.folder for e in entries], Bootstrap(resamples=self.config.resamples))
+            if entries
+            else None
+        )
         if entries == self.entries:  # not overtaken by a later refresh
             self.report = report
 
@@ -181,7 +201,8 @@ class SpaceData:
         if not self.not_loaded:
             return ""
         return "**Not loaded** (fix or remove these result folders):\n" + "\n".join(
-            f"- `{key}`: {why}" for key, why in sorted(self.not_loaded.items()))
+            f"- `{key}`: {why}" for key, why in sorted(self.not_loaded.items())
+        )
 
     def audit_note(self, judge: str | None) -> str:
         """The audit(s) of the judge whose board is shown, or how to make one."""
@@ -193,13 +214,17 @@ class SpaceData:
             if audit.judge_key in keys:
                 row = audit.row()
                 flip = row["injection flip rate"]
-                lines.append(f"- `{row['audit']}` ({row['labels']}, {row['checks judged']} checks): kappa "
-                             f"{row['kappa']:.3f}, accuracy {100 * row['accuracy']:.1f}%, Gamut error "
-                             f"{row['Gamut MAE']:.1f} points, injection flip rate "
-                             f"{'-' if flip is None else f'{100 * flip:.1f}%'}")
+                lines.append(
+                    f"- `{row['audit']}` ({row['labels']}, {row['checks judged']} checks): kappa "
+                    f"{row['kappa']:.3f}, accuracy {100 * row['accuracy']:.1f}%, Gamut error "
+                    f"{row['Gamut MAE']:.1f} points, injection flip rate "
+                    f"{'-' if flip is None else f'{100 * flip:.1f}%'}"
+                )
         if not lines:
-            return (f"**Judge audit**: none for {judge} in the results folder yet "
-                    "(`gamut judge-audit --out RESULTS/judge-audit-NAME`).")
+            return (
+                f"**Judge audit**: none for {judge} in the results folder yet "
+                "(`gamut judge-audit --out RESULTS/judge-audit-NAME`)."
+            )
         return f"**Judge audit of {judge}** (its verdicts against known right verdicts):\n" + "\n".join(lines)
 
     def model_choices(self) -> list[tuple[str, str]]:
@@ -209,8 +234,9 @@ class SpaceData:
 # -- leaderboard -----------------------------------------------------------------------------
 
 
-def filter_board(board: pd.DataFrame, types: list[str], variant: str | None, judge: str | None,
-                 sizes: list[str], columns: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def filter_board(
+    board: pd.DataFrame, types: list[str], variant: str | None, judge: str | None, sizes: list[str], columns: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One variant under one judge: (complete runs, ranked best first; partial runs, unranked)."""
     mask = board["type"].isin(types) & (board["variant"] == variant) & (board["judge"] == judge)
     size = pd.to_numeric(board["size (B)"], errors="coerce")
@@ -240,35 +266,55 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
     known_ids = list(data.questions)
 
     with gr.Blocks(title="GAMUT leaderboard") as app:
-        gr.Markdown("# GAMUT: factual completeness of long answers\nScores are computed here from the judge's "
-                    "verdicts on every check; intervals are 95% bootstrap intervals over questions.")
+        gr.Markdown(
+            "# GAMUT: factual completeness of long answers\nScores are computed here from the judge's "
+            "verdicts on every check; intervals are 95% bootstrap intervals over questions."
+        )
         with gr.Tabs(selected="leaderboard") as tabs:
             # -- leaderboard --
             with gr.Tab("Leaderboard", id="leaderboard"):
                 board = data.board
                 with gr.Row():
-                    variants = gr.Radio(list(VARIANTS), value=DEFAULT_VARIANT, label="Variant",
-                                        elem_id="filter-variant")
-                    judges = gr.Radio(data.judges(), value=data.primary_judge(), label="Judge",
-                                      elem_id="filter-judge")
-                    types = gr.CheckboxGroup(list(MODEL_TYPES), value=list(MODEL_TYPES),
-                                             label="Model type", elem_id="filter-type")
-                    sizes = gr.CheckboxGroup(list(SIZE_BUCKETS), value=list(SIZE_BUCKETS), label="Size",
-                                             elem_id="filter-size")
-                columns = gr.CheckboxGroup(["rank", *LEADERBOARD_COLUMNS[1:]], value=[c for c in DEFAULT_COLUMNS if c != "model"],
-                                           label="Columns",
-                                           elem_id="columns")
-                ranked, partial_runs = filter_board(board, list(MODEL_TYPES), DEFAULT_VARIANT, data.primary_judge(),
-                                                    list(SIZE_BUCKETS), DEFAULT_COLUMNS)
+                    variants = gr.Radio(
+                        list(VARIANTS), value=DEFAULT_VARIANT, label="Variant", elem_id="filter-variant"
+                    )
+                    judges = gr.Radio(data.judges(), value=data.primary_judge(), label="Judge", elem_id="filter-judge")
+                    types = gr.CheckboxGroup(
+                        list(MODEL_TYPES), value=list(MODEL_TYPES), label="Model type", elem_id="filter-type"
+                    )
+                    sizes = gr.CheckboxGroup(
+                        list(SIZE_BUCKETS), value=list(SIZE_BUCKETS), label="Size", elem_id="filter-size"
+                    )
+                columns = gr.CheckboxGroup(
+                    ["rank", *LEADERBOARD_COLUMNS[1:]],
+                    value=[c for c in DEFAULT_COLUMNS if c != "model"],
+                    label="Columns",
+                    elem_id="columns",
+                )
+                ranked, partial_runs = filter_board(
+                    board, list(MODEL_TYPES), DEFAULT_VARIANT, data.primary_judge(), list(SIZE_BUCKETS), DEFAULT_COLUMNS
+                )
                 shown_keys = gr.State(list(ranked["key"]))
-                table = gr.Dataframe(ranked.drop(columns="key"), show_search="search", interactive=False,
-                                     elem_id="leaderboard-table", pinned_columns=2, wrap=True)
-                gr.Markdown("Complete runs of one variant under one judge, ranked by Gamut; pick another variant "
-                            "or judge above. Click a model's row to browse its failures.")
+                table = gr.Dataframe(
+                    ranked.drop(columns="key"),
+                    show_search="search",
+                    interactive=False,
+                    elem_id="leaderboard-table",
+                    pinned_columns=2,
+                    wrap=True,
+                )
+                gr.Markdown(
+                    "Complete runs of one variant under one judge, ranked by Gamut; pick another variant "
+                    "or judge above. Click a model's row to browse its failures."
+                )
                 partial_keys = gr.State(list(partial_runs["key"]))
-                partial_table = gr.Dataframe(partial_runs.drop(columns="key"), interactive=False,
-                                             elem_id="partial-table", wrap=True,
-                                             label="Partial runs: fewer questions answered, so not ranked")
+                partial_table = gr.Dataframe(
+                    partial_runs.drop(columns="key"),
+                    interactive=False,
+                    elem_id="partial-table",
+                    wrap=True,
+                    label="Partial runs: fewer questions answered, so not ranked",
+                )
                 audit_note = gr.Markdown(data.audit_note(data.primary_judge()), elem_id="judge-audit")
                 not_loaded = gr.Markdown(data.not_loaded_note(), elem_id="not-loaded")
                 refresh = gr.Button("Refresh", elem_id="refresh", size="sm")
@@ -277,12 +323,23 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             with gr.Tab("Failures", id="failures"):
                 index = data.index
                 with gr.Row():
-                    models = gr.Dropdown(data.model_choices(), value=list(ranked["key"][:1] if len(ranked) else board["key"][:1]),
-                                         multiselect=True, max_choices=2, label="Model (a second one shows side by side)",
-                                         elem_id="failure-models")
-                    filters = {name: gr.Dropdown([ANY, *(index.choices(name) if index else [])], value=ANY,
-                                                 label=name.replace("_", " "), elem_id=f"failure-{name}")
-                               for name in ("domain", "tier", "verdict", "item_type")}
+                    models = gr.Dropdown(
+                        data.model_choices(),
+                        value=list(ranked["key"][:1] if len(ranked) else board["key"][:1]),
+                        multiselect=True,
+                        max_choices=2,
+                        label="Model (a second one shows side by side)",
+                        elem_id="failure-models",
+                    )
+                    filters = {
+                        name: gr.Dropdown(
+                            [ANY, *(index.choices(name) if index else [])],
+                            value=ANY,
+                            label=name.replace("_", " "),
+                            elem_id=f"failure-{name}",
+                        )
+                        for name in ("domain", "tier", "verdict", "item_type")
+                    }
                 count = gr.Markdown(elem_id="failure-count")
                 questions = gr.Dataframe(interactive=False, elem_id="failure-questions", max_height=300)
                 question_id = gr.Textbox(label="Question id", elem_id="question-id")
@@ -306,10 +363,12 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
 
             # -- submit --
             with gr.Tab("Submit", id="submit"):
-                gr.Markdown(f"Upload your model's responses as JSONL, one `{{\"question_id\": ..., \"response\": ...}}` "
-                            f"per line (at most {MAX_UPLOAD_BYTES // 2**20} MiB). A worker judges them with the "
-                            "leaderboard's judge; self-reported scores are not accepted. One submission waiting per "
-                            "user, three a day.")
+                gr.Markdown(
+                    f'Upload your model\'s responses as JSONL, one `{{"question_id": ..., "response": ...}}` '
+                    f"per line (at most {MAX_UPLOAD_BYTES // 2**20} MiB). A worker judges them with the "
+                    "leaderboard's judge; self-reported scores are not accepted. One submission waiting per "
+                    "user, three a day."
+                )
                 if config.login:
                     gr.LoginButton()
                 upload = gr.File(label="responses.jsonl", file_types=[".jsonl"], type="filepath", elem_id="upload")
@@ -318,8 +377,7 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                     link = gr.Textbox(label="Link (https)", elem_id="model-link")
                     access = gr.Radio(list(MODEL_ACCESS), value="open", label="Type", elem_id="model-access")
                     parameters = gr.Number(label="Parameters (billions)", value=None, elem_id="model-params")
-                    variant = gr.Radio(list(VARIANTS), value="multimodal", label="Variant",
-                                       elem_id="model-variant")
+                    variant = gr.Radio(list(VARIANTS), value="multimodal", label="Variant", elem_id="model-variant")
                 partial = gr.Checkbox(label="Partial submission (not every question answered)", elem_id="partial")
                 send = gr.Button("Submit", variant="primary", elem_id="send")
                 status = gr.Textbox(label="Result", interactive=False, lines=4, elem_id="submit-status")
@@ -329,8 +387,13 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         # -- behaviour --
         def show_board(types_, variant_, judge_, sizes_, columns_):
             ranked_, partial_ = filter_board(data.board, types_, variant_, judge_, sizes_, ["model", *columns_])
-            return (ranked_.drop(columns="key"), list(ranked_["key"]), partial_.drop(columns="key"),
-                    list(partial_["key"]), data.audit_note(judge_))
+            return (
+                ranked_.drop(columns="key"),
+                list(ranked_["key"]),
+                partial_.drop(columns="key"),
+                list(partial_["key"]),
+                data.audit_note(judge_),
+            )
 
         board_inputs = [types, variants, judges, sizes, columns]
         board_outputs = [table, shown_keys, partial_table, partial_keys, audit_note]
@@ -341,8 +404,12 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             data.refresh()
             if judge_ not in data.judges():  # none yet, or its runs are gone: the primary judge
                 judge_ = data.primary_judge()
-            return (*show_board(types_, variant_, judge_, sizes_, columns_), gr.Dropdown(choices=data.model_choices()),
-                    gr.Radio(choices=data.judges(), value=judge_), data.not_loaded_note())
+            return (
+                *show_board(types_, variant_, judge_, sizes_, columns_),
+                gr.Dropdown(choices=data.model_choices()),
+                gr.Radio(choices=data.judges(), value=judge_),
+                data.not_loaded_note(),
+            )
 
         refresh.click(refresh_board, board_inputs, [*board_outputs, models, judges, not_loaded], api_name="refresh")
 
@@ -355,10 +422,14 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         def list_questions(keys, domain, tier, verdict, item_type):
             if data.index is None or not keys:
                 return pd.DataFrame(), "No model chosen."
-            found, total = data.index.questions(list(keys), domain=domain, tier=tier, verdict=verdict,
-                                                item_type=item_type)
-            shown = f"{total} questions match; the {len(found)} worst first." if total > len(found) else \
-                f"{total} questions match, worst first."
+            found, total = data.index.questions(
+                list(keys), domain=domain, tier=tier, verdict=verdict, item_type=item_type
+            )
+            shown = (
+                f"{total} questions match; the {len(found)} worst first."
+                if total > len(found)
+                else f"{total} questions match, worst first."
+            )
             return found, shown
 
         failure_inputs = [models, *filters.values()]
@@ -377,8 +448,12 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 return None, "<p>No such question.</p>", "", ""
             keys = list(keys or [])
             views = [data.index.answer_html(qid, key) for key in keys[:2]]
-            return (data.index.image(qid), data.index.question_header(qid), views[0] if views else "",
-                    views[1] if len(views) > 1 else "")
+            return (
+                data.index.image(qid),
+                data.index.question_header(qid),
+                views[0] if views else "",
+                views[1] if len(views) > 1 else "",
+            )
 
         # Programmatic updates chain with .then; only a person's input starts an event (.input, .submit,
         # .select), so no update can set off another (a Dropdown updated from the server re-fires .change).
@@ -386,11 +461,12 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         question_id.submit(show_question, [question_id, models], question_view, api_name="question")
         models.input(show_question, [question_id, models], question_view, api_name=False)
         questions.select(pick_question, [questions], [question_id], api_name=False).then(
-            show_question, [question_id, models], question_view, api_name=False)
+            show_question, [question_id, models], question_view, api_name=False
+        )
         for frame, keys in ((table, shown_keys), (partial_table, partial_keys)):
             frame.select(open_failures, [keys], [tabs, models], api_name=False).then(
-                list_questions, failure_inputs, [questions, count], api_name=False).then(
-                show_question, [question_id, models], question_view, api_name=False)
+                list_questions, failure_inputs, [questions, count], api_name=False
+            ).then(show_question, [question_id, models], question_view, api_name=False)
         # The question list as a named endpoint, for scripted clients (and the tests).
         api_questions = gr.Button(visible=False)
         api_questions.click(list_questions, failure_inputs, [questions, count], api_name="questions")
@@ -406,19 +482,24 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                             blocks.append((f"**{section.title}**: {block.caption}", _png(block.png), None))
                         elif isinstance(block, Table) and section.title != "Breakdowns":
                             blocks.append((f"**{section.title}**: {block.title}", None, block.shown))
-            blocks = blocks[:len(analysis_blocks)]
+            blocks = blocks[: len(analysis_blocks)]
             for i in range(len(analysis_blocks)):
                 if i < len(blocks):
                     text, png, frame = blocks[i]
-                    updates += [gr.Column(visible=True), text, gr.Image(value=png, visible=png is not None),
-                                gr.Dataframe(value=frame, visible=frame is not None)]
+                    updates += [
+                        gr.Column(visible=True),
+                        text,
+                        gr.Image(value=png, visible=png is not None),
+                        gr.Dataframe(value=frame, visible=frame is not None),
+                    ]
                 else:
                     updates += [gr.Column(visible=False), "", gr.Image(value=None), gr.Dataframe(value=None)]
             note = "Analysis of the runs on the leaderboard (`gamut report` gives the whole report)."
             if report is not None:
                 claims = next(s for s in report.sections if s.title.startswith("The paper's claims"))
-                note += "\n\n" + "\n".join(f"- {line}" for block in claims.blocks if isinstance(block, list)
-                                             for line in block)
+                note += "\n\n" + "\n".join(
+                    f"- {line}" for block in claims.blocks if isinstance(block, list) for line in block
+                )
                 omitted = [f"- {s.title}: {s.omitted}" for s in report.sections if s.omitted]
                 note += "\n\nLeft out:\n" + "\n".join(omitted) if omitted else ""
             return [note, *updates]
@@ -446,9 +527,17 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
             return queue_rows()
 
         def queue_rows():
-            rows = [{"model": r.model.name, "variant": r.model.variant, "status": r.status,
-                     "submitted": r.submitted_at.strftime("%Y-%m-%d %H:%M"), "by": r.submitted_by,
-                     "reason": r.reason or ""} for r in sorted(queue.records(), key=lambda r: r.submitted_at, reverse=True)]
+            rows = [
+                {
+                    "model": r.model.name,
+                    "variant": r.model.variant,
+                    "status": r.status,
+                    "submitted": r.submitted_at.strftime("%Y-%m-%d %H:%M"),
+                    "by": r.submitted_by,
+                    "reason": r.reason or "",
+                }
+                for r in sorted(queue.records(), key=lambda r: r.submitted_at, reverse=True)
+            ]
             return pd.DataFrame(rows, columns=["model", "variant", "status", "submitted", "by", "reason"])
 
         def submit_as(user: str, path, name_, link_, access_, parameters_, variant_, partial_):
@@ -461,31 +550,42 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
                 return "Refused: this Space has no dataset to check submissions against.", queue_rows()
             stale = sync_queue()  # "already waiting" and "already on the board" are judged on the queue as it is now
             # An empty Number field arrives as 0: "not given".
-            card = {"name": name_, "link": link_ or None, "access": access_, "parameters_billions": parameters_ or None,
-                    "variant": variant_}
+            card = {
+                "name": name_,
+                "link": link_ or None,
+                "access": access_,
+                "parameters_billions": parameters_ or None,
+                "variant": variant_,
+            }
             try:
                 with open(path, "rb") as handle:
                     submission = parse_submission(handle.read(), card, known_ids, partial=bool(partial_))
                 record = queue.submit(submission, user)
             except SubmissionError as error:
                 return "Refused:\n" + "\n".join(error.problems), queue_rows()
-            accepted = (f"Accepted: {record.model.name} ({record.model.variant}), {record.questions} answers, "
-                        f"queued as PENDING.{stale}")
+            accepted = (
+                f"Accepted: {record.model.name} ({record.model.variant}), {record.questions} answers, "
+                f"queued as PENDING.{stale}"
+            )
             if config.requests_hub is not None:
                 try:
                     config.requests_hub.push(queue.files(record.key), f"submit {record.key}")
                 except PushError as error:  # HubFolder keeps the files and sends them with its next push
-                    accepted += (f" It is stored here, but sending it to the hub failed ({error}); it is sent again "
-                                 "with the next submission or queue refresh.")
+                    accepted += (
+                        f" It is stored here, but sending it to the hub failed ({error}); it is sent again "
+                        "with the next submission or queue refresh."
+                    )
             return accepted, queue_rows()
 
         submit_inputs = [upload, name, link, access, parameters, variant, partial]
         if config.login:
+
             def submit(path, name_, link_, access_, parameters_, variant_, partial_, profile: gr.OAuthProfile | None):
                 if profile is None:
                     return "Refused: sign in with Hugging Face first.", queue_rows()
                 return submit_as(profile.username, path, name_, link_, access_, parameters_, variant_, partial_)
         else:
+
             def submit(path, name_, link_, access_, parameters_, variant_, partial_):
                 return submit_as(LOCAL_USER, path, name_, link_, access_, parameters_, variant_, partial_)
 

@@ -30,7 +30,9 @@ MAX_RESPONSE_CHARS = 50_000
 MAX_PROBLEMS = 20
 
 # Letters, digits and . _ + - inside words, one optional "org/" part; no markup, no path tricks.
-MODEL_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._+ -]{0,62}[A-Za-z0-9.+])?(?:/[A-Za-z0-9](?:[A-Za-z0-9._+ -]{0,62}[A-Za-z0-9.+])?)?$")
+MODEL_NAME = re.compile(
+    r"^[A-Za-z0-9](?:[A-Za-z0-9._+ -]{0,62}[A-Za-z0-9.+])?(?:/[A-Za-z0-9](?:[A-Za-z0-9._+ -]{0,62}[A-Za-z0-9.+])?)?$"
+)
 
 
 class SubmissionError(GamutError, ValueError):
@@ -57,8 +59,10 @@ class ModelInfo(BaseModel):
     @classmethod
     def _safe_name(cls, name: str) -> str:
         if not MODEL_NAME.match(name) or ".." in name:
-            raise ValueError("use letters, digits, spaces and . _ + - (one 'org/' prefix allowed), "
-                             "starting and ending with a letter or digit")
+            raise ValueError(
+                "use letters, digits, spaces and . _ + - (one 'org/' prefix allowed), "
+                "starting and ending with a letter or digit"
+            )
         return name
 
     @field_validator("link")
@@ -79,19 +83,21 @@ def parse_model_info(fields: dict) -> ModelInfo:
     try:
         return ModelInfo.model_validate(fields)
     except ValidationError as error:
-        raise SubmissionError([f"model {'.'.join(map(str, e['loc'])) or 'card'}: {e['msg']}"
-                               for e in error.errors()]) from None
+        raise SubmissionError(
+            [f"model {'.'.join(map(str, e['loc'])) or 'card'}: {e['msg']}" for e in error.errors()]
+        ) from None
 
 
-def parse_responses(data: bytes, known_ids: Collection[str], *, partial: bool = False,
-                    max_bytes: int = MAX_UPLOAD_BYTES) -> dict[str, str]:
+def parse_responses(
+    data: bytes, known_ids: Collection[str], *, partial: bool = False, max_bytes: int = MAX_UPLOAD_BYTES
+) -> dict[str, str]:
     """question_id -> response from a JSONL upload; every question unless ``partial``."""
     if len(data) > max_bytes:
         raise SubmissionError([f"the file is {len(data):,} bytes; the limit is {max_bytes:,}"])
     try:
         text = data.decode("utf-8-sig")  # a byte-order mark is accepted, as by every other reader
     except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
+        line = data[: error.start].count(b"\n") + 1
         column = error.start - data.rfind(b"\n", 0, error.start)
         raise SubmissionError([f"line {line}: not UTF-8 (byte {column} of the line)"]) from None
     known = set(known_ids)
@@ -108,18 +114,21 @@ def parse_responses(data: bytes, known_ids: Collection[str], *, partial: bool = 
         responses[record["question_id"]] = record["response"]
         first_line[record["question_id"]] = number
     if not responses and not problems:
-        problems.append("the file has no responses (one JSON object per line: {\"question_id\": ..., \"response\": ...})")
+        problems.append('the file has no responses (one JSON object per line: {"question_id": ..., "response": ...})')
     missing = [qid for qid in known_ids if qid not in responses]
     if missing and not partial and not problems:
-        problems.append(f"{len(missing)} of {len(known)} questions have no response (first: {missing[0]!r}); "
-                        "answer every question, or submit as partial")
+        problems.append(
+            f"{len(missing)} of {len(known)} questions have no response (first: {missing[0]!r}); "
+            "answer every question, or submit as partial"
+        )
     if problems:
         raise SubmissionError(problems)
     return responses
 
 
-def _line_record(line: str, number: int, known: set[str],
-                 first_line: dict[str, int]) -> tuple[dict, None] | tuple[None, str]:
+def _line_record(
+    line: str, number: int, known: set[str], first_line: dict[str, int]
+) -> tuple[dict, None] | tuple[None, str]:
     """One line as its record, or why it cannot be taken."""
     try:
         record = parse_json(line, f"line {number}")
@@ -129,8 +138,9 @@ def _line_record(line: str, number: int, known: set[str],
         return None, f"line {number}: expected a JSON object, got {type(record).__name__}"
     extra = sorted(set(record) - {"question_id", "response"})
     if extra:
-        return None, (f"line {number}: unexpected key {extra[0]!r} (only question_id and response; "
-                      "scores are computed here)")
+        return None, (
+            f"line {number}: unexpected key {extra[0]!r} (only question_id and response; scores are computed here)"
+        )
     qid, response = record.get("question_id"), record.get("response")
     if not isinstance(qid, str):
         return None, f"line {number}: question_id must be a string"
@@ -145,8 +155,9 @@ def _line_record(line: str, number: int, known: set[str],
     return record, None
 
 
-def parse_submission(data: bytes, model: dict, known_ids: Collection[str], *, partial: bool = False,
-                     max_bytes: int = MAX_UPLOAD_BYTES) -> Submission:
+def parse_submission(
+    data: bytes, model: dict, known_ids: Collection[str], *, partial: bool = False, max_bytes: int = MAX_UPLOAD_BYTES
+) -> Submission:
     """The whole upload, card and responses; every problem of both in one SubmissionError."""
     problems: list[str] = []
     info = responses = None

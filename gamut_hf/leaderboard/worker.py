@@ -45,15 +45,29 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def submission_config(record: RequestRecord, responses: dict[str, str], dataset: str, judge_spec: ModelSpec) -> RunConfig:
+def submission_config(
+    record: RequestRecord, responses: dict[str, str], dataset: str, judge_spec: ModelSpec
+) -> RunConfig:
     upload = hashlib.sha256(json.dumps(responses, sort_keys=True).encode()).hexdigest()
     candidate = ModelSpec(name=record.model.name, backend=SUBMITTED_BACKEND, options={"upload": upload})
-    return RunConfig(dataset=dataset, variant=record.model.variant, candidate=candidate, judge=judge_spec,
-                     question_ids=tuple(sorted(responses)) if record.partial else ())
+    return RunConfig(
+        dataset=dataset,
+        variant=record.model.variant,
+        candidate=candidate,
+        judge=judge_spec,
+        question_ids=tuple(sorted(responses)) if record.partial else (),
+    )
 
 
-def evaluate(record: RequestRecord, responses: dict[str, str], dataset: str, judge_spec: ModelSpec,
-             work: Path, out: Path, echo: Echo = print) -> None:
+def evaluate(
+    record: RequestRecord,
+    responses: dict[str, str],
+    dataset: str,
+    judge_spec: ModelSpec,
+    work: Path,
+    out: Path,
+    echo: Echo = print,
+) -> None:
     """Judge one submission into ``out``; raises with the reason when it cannot be scored."""
     config = submission_config(record, responses, dataset, judge_spec)
     source = QuestionSource(config)
@@ -63,14 +77,20 @@ def evaluate(record: RequestRecord, responses: dict[str, str], dataset: str, jud
         judge(config, source, store, echo)
         results = score(store, work)
     if results.score.gamut is None:
-        raise RuntimeError(f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} "
-                           "unjudged; the submission is kept and can be judged again")
+        raise RuntimeError(
+            f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} "
+            "unjudged; the submission is kept and can be judged again"
+        )
     with folder_in_place(out) as staging:  # the old folder stays whole until the new one is in
         for name in (DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE):
             shutil.copy2(work / name, staging / name)
-        card = {**record.model.model_dump(mode="json"), "partial": record.partial,
-                "submitted_by": record.submitted_by, "submitted_at": record.submitted_at.isoformat(),
-                "request": record.key}
+        card = {
+            **record.model.model_dump(mode="json"),
+            "partial": record.partial,
+            "submitted_by": record.submitted_by,
+            "submitted_at": record.submitted_at.isoformat(),
+            "request": record.key,
+        }
         write_text(staging / CARD_FILE, json.dumps(card, indent=2) + "\n")
 
 
@@ -79,8 +99,14 @@ def publish_claim(queue: RequestQueue, record: RequestRecord, requests_hub: HubF
     requests_hub.push(queue.files(record.key)[:1], message, exclusive=True)
 
 
-def claim_next(queue: RequestQueue, worker: str, *, lease: timedelta = LEASE, requests_hub: HubFolder | None = None,
-               echo: Echo = print) -> RequestRecord | None:
+def claim_next(
+    queue: RequestQueue,
+    worker: str,
+    *,
+    lease: timedelta = LEASE,
+    requests_hub: HubFolder | None = None,
+    echo: Echo = print,
+) -> RequestRecord | None:
     """Claim the oldest free request, visibly to every worker sharing the queue; None when none is free."""
     for _ in range(CLAIM_ATTEMPTS):
         if requests_hub is not None:
@@ -102,16 +128,19 @@ def claim_next(queue: RequestQueue, worker: str, *, lease: timedelta = LEASE, re
         return None
     if record is not None and before[record.key].status == "RUNNING":
         previous = before[record.key]
-        echo(f"{record.key}: taking over from {previous.worker or 'a worker'}, silent since "
-             f"{(previous.heartbeat or previous.updated_at):%Y-%m-%d %H:%M:%S} UTC")
+        echo(
+            f"{record.key}: taking over from {previous.worker or 'a worker'}, silent since "
+            f"{(previous.heartbeat or previous.updated_at):%Y-%m-%d %H:%M:%S} UTC"
+        )
     return record
 
 
 class Heartbeat(threading.Thread):
     """Renews a claim every third of the lease while it is judged (on the hub too, exclusively)."""
 
-    def __init__(self, queue: RequestQueue, record: RequestRecord, lease: timedelta, requests_hub: HubFolder | None,
-                 echo: Echo):
+    def __init__(
+        self, queue: RequestQueue, record: RequestRecord, lease: timedelta, requests_hub: HubFolder | None, echo: Echo
+    ):
         super().__init__(daemon=True, name=f"heartbeat {record.key}")
         self.queue, self.record, self.requests_hub, self.echo = queue, record, requests_hub, echo
         self.interval = lease.total_seconds() / 3
@@ -147,10 +176,19 @@ class Heartbeat(threading.Thread):
         self.join()
 
 
-def process_next(queue: RequestQueue, results: Path, work_root: Path, dataset: str, judge_spec: ModelSpec,
-                 echo: Echo = print, *, requests_hub: HubFolder | None = None,
-                 results_hub: HubFolder | None = None, worker: str | None = None,
-                 lease: timedelta = LEASE) -> RequestRecord | None:
+def process_next(
+    queue: RequestQueue,
+    results: Path,
+    work_root: Path,
+    dataset: str,
+    judge_spec: ModelSpec,
+    echo: Echo = print,
+    *,
+    requests_hub: HubFolder | None = None,
+    results_hub: HubFolder | None = None,
+    worker: str | None = None,
+    lease: timedelta = LEASE,
+) -> RequestRecord | None:
     """Handle the oldest waiting request; None when there is none. With hub mirrors, every
     status change and the result folder are pushed as they happen."""
     worker = worker or worker_id()
@@ -161,8 +199,9 @@ def process_next(queue: RequestQueue, results: Path, work_root: Path, dataset: s
     heartbeat = Heartbeat(queue, record, lease, requests_hub, echo)
     heartbeat.start()
     try:
-        evaluate(record, queue.responses(record.key), dataset, judge_spec, work_root / record.key,
-                 results / record.key, echo)
+        evaluate(
+            record, queue.responses(record.key), dataset, judge_spec, work_root / record.key, results / record.key, echo
+        )
         heartbeat.stop()
         if heartbeat.lost is not None:
             return None
@@ -188,14 +227,34 @@ def process_next(queue: RequestQueue, results: Path, work_root: Path, dataset: s
     return record
 
 
-def serve(queue: RequestQueue, results: Path, work_root: Path, dataset: str, judge_spec: ModelSpec, *,
-          once: bool, poll: float, echo: Echo = print, requests_hub: HubFolder | None = None,
-          results_hub: HubFolder | None = None, lease: timedelta = LEASE) -> int:
+def serve(
+    queue: RequestQueue,
+    results: Path,
+    work_root: Path,
+    dataset: str,
+    judge_spec: ModelSpec,
+    *,
+    once: bool,
+    poll: float,
+    echo: Echo = print,
+    requests_hub: HubFolder | None = None,
+    results_hub: HubFolder | None = None,
+    lease: timedelta = LEASE,
+) -> int:
     """Work through the queue; with ``once``, stop when it is empty. Returns how many were handled."""
     handled = 0
     while True:
-        record = process_next(queue, results, work_root, dataset, judge_spec, echo,
-                              requests_hub=requests_hub, results_hub=results_hub, lease=lease)
+        record = process_next(
+            queue,
+            results,
+            work_root,
+            dataset,
+            judge_spec,
+            echo,
+            requests_hub=requests_hub,
+            results_hub=results_hub,
+            lease=lease,
+        )
         if record is not None:
             handled += 1
             continue

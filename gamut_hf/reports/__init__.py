@@ -9,7 +9,14 @@ and the foundation modules.
 
 from gamut_hf._exports import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "Bootstrap": "statistics", "build_report": "report", "write_report": "report", "find_run_folders": "report",
-    "write_audit_report": "audit_report", "simulate_runs": "simulate",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Bootstrap": "statistics",
+        "build_report": "report",
+        "write_report": "report",
+        "find_run_folders": "report",
+        "write_audit_report": "audit_report",
+        "simulate_runs": "simulate",
+    },
+)

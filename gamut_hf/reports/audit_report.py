@@ -24,10 +24,13 @@ def render_markdown(results: AuditResults) -> str:
     """audit.md."""
     judge = results.judge
     lines = [
-        f"# Judge audit: {judge.get('model')} ({judge.get('backend')})", "",
+        f"# Judge audit: {judge.get('model')} ({judge.get('backend')})",
+        "",
         f"Labels: {results.labels} ({results.responses} responses, {results.checks} checks); prompt "
-        f"{results.prompt_version}, {'rationale then verdict' if results.rationale else 'verdict only'}.", "",
-        "| figure | value |", "|---|---|",
+        f"{results.prompt_version}, {'rationale then verdict' if results.rationale else 'verdict only'}.",
+        "",
+        "| figure | value |",
+        "|---|---|",
         f"| accuracy | {_pct(results.accuracy)} |",
         f"| Cohen's kappa | {results.kappa:.3f} |",
         f"| question score, mean absolute error | {results.question_score_mae:.3f} |",
@@ -39,24 +42,41 @@ def render_markdown(results: AuditResults) -> str:
             f"| injected checks judged meets where gold is not | {_pct(results.injection.false_meets_rate)} "
             f"(base responses: {_pct(results.injection.base_false_meets_rate)}) |",
         ]
-    lines += [f"| unreadable verdicts (errors) | {results.errors} |", f"| not judged yet | {results.unfinished} |",
-              "", "## Confusion matrix (rows: gold, columns: judged)", "",
-              "| gold \\ judged | " + " | ".join([*VERDICTS, "error"]) + " |",
-              "|---" * (len(VERDICTS) + 2) + "|"]
-    lines += [f"| {g} | " + " | ".join(str(results.confusion[g][j]) for j in [*VERDICTS, "error"]) + " |"
-              for g in VERDICTS]
+    lines += [
+        f"| unreadable verdicts (errors) | {results.errors} |",
+        f"| not judged yet | {results.unfinished} |",
+        "",
+        "## Confusion matrix (rows: gold, columns: judged)",
+        "",
+        "| gold \\ judged | " + " | ".join([*VERDICTS, "error"]) + " |",
+        "|---" * (len(VERDICTS) + 2) + "|",
+    ]
+    lines += [
+        f"| {g} | " + " | ".join(str(results.confusion[g][j]) for j in [*VERDICTS, "error"]) + " |" for g in VERDICTS
+    ]
     lines += ["", "## Per verdict", "", "| verdict | precision | recall | gold checks |", "|---|---|---|---|"]
     lines += [f"| {v} | {_pct(q.precision)} | {_pct(q.recall)} | {q.support} |" for v, q in results.per_verdict.items()]
     lines += ["", "## Gamut score per response set", "", "| set | responses | gold | judged |", "|---|---|---|---|"]
-    lines += [f"| {name} | {s.responses} | {s.gold_gamut:.1f} | {s.judged_gamut:.1f} |" for name, s in results.sets.items()]
+    lines += [
+        f"| {name} | {s.responses} | {s.gold_gamut:.1f} | {s.judged_gamut:.1f} |" for name, s in results.sets.items()
+    ]
     if results.injection_by_kind:
-        lines += ["", "## Injections", "", "| kind | twins | checks | flip rate | judged meets where gold is not |",
-                  "|---|---|---|---|---|"]
-        lines += [f"| {kind} | {f.twins} | {f.checks} | {_pct(f.flip_rate)} | {_pct(f.false_meets_rate)} |"
-                  for kind, f in results.injection_by_kind.items()]
+        lines += [
+            "",
+            "## Injections",
+            "",
+            "| kind | twins | checks | flip rate | judged meets where gold is not |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {kind} | {f.twins} | {f.checks} | {_pct(f.flip_rate)} | {_pct(f.false_meets_rate)} |"
+            for kind, f in results.injection_by_kind.items()
+        ]
     lines += ["", "## By style", "", "| style | checks | accuracy | kappa |", "|---|---|---|---|"]
-    lines += [f"| {style} | {int(f['checks'])} | {_pct(f['accuracy'])} | {f['kappa']:.3f} |"
-              for style, f in results.by_style.items()]
+    lines += [
+        f"| {style} | {int(f['checks'])} | {_pct(f['accuracy'])} | {f['kappa']:.3f} |"
+        for style, f in results.by_style.items()
+    ]
     lines += ["", f"![confusion matrix]({CONFUSION_PNG})", ""]
     return "\n".join(lines)
 
@@ -73,8 +93,15 @@ def confusion_figure(results: AuditResults):
     axes.set_xticks(range(len(columns)), [c.replace("_", " ") for c in columns], rotation=30, ha="right")
     axes.set_yticks(range(len(VERDICTS)), [v.replace("_", " ") for v in VERDICTS])
     for (row, column), value in np.ndenumerate(values):
-        axes.text(column, row, f"{int(value)}", ha="center", va="center", fontsize="small",
-                  color="white" if shares[row, column] > 0.6 else "black")
+        axes.text(
+            column,
+            row,
+            f"{int(value)}",
+            ha="center",
+            va="center",
+            fontsize="small",
+            color="white" if shares[row, column] > 0.6 else "black",
+        )
     axes.set_xlabel("judged")
     axes.set_ylabel("gold")
     axes.set_title(f"{results.judge.get('model')}: kappa {results.kappa:.2f}")
@@ -100,10 +127,14 @@ def write_audit_report(results: AuditResults, out: Path) -> None:
 
 def summary_lines(results: AuditResults) -> Sequence[str]:
     injection = results.injection
-    lines = [f"judge audit: accuracy {_pct(results.accuracy)}, kappa {results.kappa:.3f} over {results.judged} checks "
-             f"({results.errors} unreadable, {results.unfinished} not judged)",
-             f"  question score MAE {results.question_score_mae:.3f}, Gamut MAE {results.gamut_mae:.1f} points"]
+    lines = [
+        f"judge audit: accuracy {_pct(results.accuracy)}, kappa {results.kappa:.3f} over {results.judged} checks "
+        f"({results.errors} unreadable, {results.unfinished} not judged)",
+        f"  question score MAE {results.question_score_mae:.3f}, Gamut MAE {results.gamut_mae:.1f} points",
+    ]
     if injection is not None:
-        lines.append(f"  injection flip rate {_pct(injection.flip_rate)}, injected non-meets judged meets "
-                     f"{_pct(injection.false_meets_rate)} (base {_pct(injection.base_false_meets_rate)})")
+        lines.append(
+            f"  injection flip rate {_pct(injection.flip_rate)}, injected non-meets judged meets "
+            f"{_pct(injection.false_meets_rate)} (base {_pct(injection.base_false_meets_rate)})"
+        )
     return lines

@@ -52,12 +52,13 @@ def domain_heatmap(scores: pd.DataFrame, title: str) -> Figure:
     return figure
 
 
-def judge_scatter(first: Sequence[float], second: Sequence[float], labels: Sequence[str],
-                  first_name: str, second_name: str) -> Figure:
+def judge_scatter(
+    first: Sequence[float], second: Sequence[float], labels: Sequence[str], first_name: str, second_name: str
+) -> Figure:
     """One point per model: its score under one judge against the other; the diagonal is agreement."""
     figure, axes = plt.subplots(figsize=(5.5, 5.5))
     axes.scatter(first, second, color="#1565c0")
-    for x, y, label in zip(first, second, labels):
+    for x, y, label in zip(first, second, labels, strict=False):
         axes.annotate(label, (x, y), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
     low = min(min(first), min(second)) - 5
     high = max(max(first), max(second)) + 5
@@ -75,7 +76,7 @@ def gain_plot(multimodal: Sequence[float], gain: Sequence[float], labels: Sequen
     """Text-only gain against the multimodal score: a flat cloud means the image is worth a constant."""
     figure, axes = plt.subplots(figsize=(6.5, 4.5))
     axes.scatter(multimodal, gain, color="#6a1b9a")
-    for x, y, label in zip(multimodal, gain, labels):
+    for x, y, label in zip(multimodal, gain, labels, strict=False):
         axes.annotate(label, (x, y), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
     axes.axhline(float(np.mean(gain)), color="#757575", linestyle="--", linewidth=1, label="mean gain")
     axes.axhline(0, color="black", linewidth=0.5)

@@ -97,14 +97,22 @@ def load_run(folder: str | Path) -> Run:
     """
     outputs = read_run_folder(folder)
     results = outputs.results
-    details = outputs.table(DETAILS_FILE, columns=["question_id", "domain", "check_id", "tier", "kind", "item_id",
-                                                   "verdict"]).to_pandas()
-    run = Run(outputs.folder, results, details, json.dumps(results.model, sort_keys=True),
-              json.dumps(results.judge, sort_keys=True))
+    details = outputs.table(
+        DETAILS_FILE, columns=["question_id", "domain", "check_id", "tier", "kind", "item_id", "verdict"]
+    ).to_pandas()
+    run = Run(
+        outputs.folder,
+        results,
+        details,
+        json.dumps(results.model, sort_keys=True),
+        json.dumps(results.judge, sort_keys=True),
+    )
     score = results.score
     if score.gamut is None:
-        run.excluded = (f"no score: {results.judge_errors} judge errors and {results.unfinished_checks} unjudged checks "
-                        f"(finish it, or rescore with `gamut score {outputs.folder} --errors-as-missing`)")
+        run.excluded = (
+            f"no score: {results.judge_errors} judge errors and {results.unfinished_checks} unjudged checks "
+            f"(finish it, or rescore with `gamut score {outputs.folder} --errors-as-missing`)"
+        )
         return run
     unknown = set(details["verdict"].dropna()) - set(VERDICTS) - {"error"}
     if unknown:
@@ -134,8 +142,10 @@ def label_runs(runs: list[Run]) -> None:
     for key_of, attr in ((lambda r: r.model_key, "model"), (lambda r: r.judge_key, "judge")):
         fingerprints = {key_of(r): json.loads(key_of(r)) for r in runs}
         labels = {key: _name(fp) for key, fp in fingerprints.items()}
-        for step in (lambda k, fp: f"{_name(fp)} ({fp.get('backend', '?')})",
-                     lambda k, fp: f"{_name(fp)} ({fp.get('backend', '?')} {hashlib.sha256(k.encode()).hexdigest()[:6]})"):
+        for step in (
+            lambda k, fp: f"{_name(fp)} ({fp.get('backend', '?')})",
+            lambda k, fp: f"{_name(fp)} ({fp.get('backend', '?')} {hashlib.sha256(k.encode()).hexdigest()[:6]})",
+        ):
             clashes = pd.Series(labels).duplicated(keep=False)
             for key in clashes[clashes].index:
                 labels[key] = step(key, fingerprints[key])
@@ -231,7 +241,7 @@ def _groups(runs: list[Run], bootstrap: Bootstrap) -> list[Group]:
         for run in members:
             group.summaries[id(run)] = analysis.run_summary(run.questions, bootstrap)
         group.runs = sorted(members, key=lambda r: -group.summaries[id(r)]["gamut"].value)
-        group.neighbour_tests = [_paired(a, b, bootstrap) for a, b in zip(group.runs, group.runs[1:])]
+        group.neighbour_tests = [_paired(a, b, bootstrap) for a, b in zip(group.runs, group.runs[1:], strict=False)]
         groups.append(group)
     # Multimodal first (the paper's main setting), then the judge with the most runs.
     return sorted(groups, key=lambda g: (g.variant != "multimodal", -len(g.runs), g.judge))
@@ -244,8 +254,9 @@ def _summaries(groups: list[Group]) -> dict[int, dict[str, Interval]]:
 
 def _paired(a: Run, b: Run, bootstrap: Bootstrap) -> analysis.PairedTest:
     common = a.questions.index.intersection(b.questions.index)
-    return bootstrap.paired_difference(a.questions.loc[common, "score"].to_numpy(),
-                                       b.questions.loc[common, "score"].to_numpy())
+    return bootstrap.paired_difference(
+        a.questions.loc[common, "score"].to_numpy(), b.questions.loc[common, "score"].to_numpy()
+    )
 
 
 def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
@@ -254,7 +265,8 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
         f"Gamut and tier scores (0-100) and verdict shares (% of checks) with 95% bootstrap intervals "
         f"({bootstrap.resamples} resamples of the questions, seed {bootstrap.seed}, percentile method). "
         f"'vs next' is the paired bootstrap test of each model against the one below it, on the questions both "
-        f"answered: the mean difference, its interval and a two-sided p-value.")
+        f"answered: the mean difference, its interval and a two-sided p-value."
+    )
     for group in groups:
         shown_rows, data_rows = [], []
         for position, run in enumerate(group.runs):
@@ -263,26 +275,47 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
             shown = {"rank": position + 1, "model": run.model, "Gamut": str(row["gamut"])}
             shown |= {TIER_LABELS[t]: str(row[t]) for t in TIERS}
             shown |= {VERDICT_LABELS[v]: str(row[v]) for v in VERDICTS}
-            shown["vs next"] = (f"{test.difference} p={_p(test.p_value, bootstrap.resamples)}" if test else "")
+            shown["vs next"] = f"{test.difference} p={_p(test.p_value, bootstrap.resamples)}" if test else ""
             shown["questions"] = len(run.questions)
             shown_rows.append(shown)
-            data = {"rank": position + 1, "model": run.model, "judge": group.judge, "variant": group.variant,
-                    "questions": len(run.questions), "checks": int(run.questions["checks"].sum()),
-                    "run": str(run.folder)}
+            data = {
+                "rank": position + 1,
+                "model": run.model,
+                "judge": group.judge,
+                "variant": group.variant,
+                "questions": len(run.questions),
+                "checks": int(run.questions["checks"].sum()),
+                "run": str(run.folder),
+            }
             for key, interval in row.items():
                 data |= _interval_columns(key, interval)
             if test:
                 data |= _interval_columns("difference_to_next", test.difference) | {"p_value_to_next": test.p_value}
             data_rows.append(data)
-        section.blocks.append(Table(f"leaderboard-{group.slug}", f"Leaderboard: {group.title}",
-                                    pd.DataFrame(shown_rows), pd.DataFrame(data_rows)))
+        section.blocks.append(
+            Table(
+                f"leaderboard-{group.slug}",
+                f"Leaderboard: {group.title}",
+                pd.DataFrame(shown_rows),
+                pd.DataFrame(data_rows),
+            )
+        )
         if len({len(r.questions) for r in group.runs}) > 1:
-            section.blocks.append("These runs cover different numbers of questions: their scores are not "
-                                  "comparable one to one; the paired tests use the questions they share.")
-        shares = pd.DataFrame({v: [group.summaries[id(r)][v].value for r in group.runs] for v in VERDICTS},
-                              index=[r.model for r in group.runs])
-        section.blocks.append(_figure(f"verdicts-{group.slug}", f"Verdict shares per model: {group.title}",
-                                      figures.verdict_bars(shares, group.title)))
+            section.blocks.append(
+                "These runs cover different numbers of questions: their scores are not "
+                "comparable one to one; the paired tests use the questions they share."
+            )
+        shares = pd.DataFrame(
+            {v: [group.summaries[id(r)][v].value for r in group.runs] for v in VERDICTS},
+            index=[r.model for r in group.runs],
+        )
+        section.blocks.append(
+            _figure(
+                f"verdicts-{group.slug}",
+                f"Verdict shares per model: {group.title}",
+                figures.verdict_bars(shares, group.title),
+            )
+        )
     return section
 
 
@@ -293,9 +326,11 @@ def _judge_pairs(runs: list[Run]) -> dict[str, dict[tuple[str, str], dict[str, t
     for variant in dict.fromkeys(r.variant for r in runs):
         judges = list(dict.fromkeys(r.judge for r in runs if r.variant == variant))
         for first, second in combinations(judges, 2):
-            shared = {model: (by_cell[(variant, first, model)], by_cell[(variant, second, model)])
-                      for (v, j, model) in by_cell if v == variant and j == first
-                      and (variant, second, model) in by_cell}
+            shared = {
+                model: (by_cell[(variant, first, model)], by_cell[(variant, second, model)])
+                for (v, j, model) in by_cell
+                if v == variant and j == first and (variant, second, model) in by_cell
+            }
             if shared:
                 out.setdefault(variant, {})[(first, second)] = shared
     return out
@@ -306,8 +341,10 @@ def judge_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) ->
     pairs = _judge_pairs(runs)
     if not pairs:
         judges = {r.judge for r in runs}
-        section.omitted = (f"needs two judges grading the same candidate on the same variant; these runs have "
-                           f"{len(judges)} judge{'s' if len(judges) != 1 else ''} and no candidate graded twice")
+        section.omitted = (
+            f"needs two judges grading the same candidate on the same variant; these runs have "
+            f"{len(judges)} judge{'s' if len(judges) != 1 else ''} and no candidate graded twice"
+        )
         return section
     summary = _summaries(groups)
     section.blocks.append(
@@ -315,21 +352,34 @@ def judge_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) ->
         "agree (Kendall tau, Spearman rho), the largest absolute difference, the mean offset (from the more lenient "
         "judge's side), per-check verdict agreement (Cohen's kappa over the same responses and checks), and "
         "self-preference: a judge's offset on candidates of its own family beyond the offset expected at their "
-        "level from the other candidates.")
+        "level from the other candidates."
+    )
     for variant, by_pair in pairs.items():
         for (first, second), shared in by_pair.items():
             models = list(shared)
             a = [summary[id(shared[m][0])]["gamut"] for m in models]
             b = [summary[id(shared[m][1])]["gamut"] for m in models]
-            difference = np.array([y.value - x.value for x, y in zip(a, b)])
+            difference = np.array([y.value - x.value for x, y in zip(a, b, strict=False)])
             order = np.argsort([-x.value for x in a])
-            shown = pd.DataFrame({"model": [models[i] for i in order], f"judge {first}": [str(a[i]) for i in order],
-                                  f"judge {second}": [str(b[i]) for i in order],
-                                  "difference": [f"{difference[i]:+.1f}" for i in order]})
-            data = pd.DataFrame({"model": [models[i] for i in order], "variant": variant,
-                                 "first_judge": first, "second_judge": second,
-                                 "first": [a[i].value for i in order], "second": [b[i].value for i in order],
-                                 "difference": difference[order]})
+            shown = pd.DataFrame(
+                {
+                    "model": [models[i] for i in order],
+                    f"judge {first}": [str(a[i]) for i in order],
+                    f"judge {second}": [str(b[i]) for i in order],
+                    "difference": [f"{difference[i]:+.1f}" for i in order],
+                }
+            )
+            data = pd.DataFrame(
+                {
+                    "model": [models[i] for i in order],
+                    "variant": variant,
+                    "first_judge": first,
+                    "second_judge": second,
+                    "first": [a[i].value for i in order],
+                    "second": [b[i].value for i in order],
+                    "difference": difference[order],
+                }
+            )
             slug = _slug(variant, first, "vs", second)
             title = f"{variant}: judge {first} against judge {second}"
             section.blocks.append(Table(f"judges-{slug}", title, shown, data))
@@ -338,37 +388,53 @@ def judge_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) ->
             worst = int(np.argmax(np.abs(difference)))
             lines = [
                 f"Rank agreement over {ranks.models} models: Kendall tau {_fmt(ranks.kendall_tau, 2)}, "
-                f"Spearman rho {_fmt(ranks.spearman_rho, 2)}" + ("" if ranks.kendall_tau is not None else
-                                                                 " (undefined: fewer than 3 models or all tied)"),
+                f"Spearman rho {_fmt(ranks.spearman_rho, 2)}"
+                + ("" if ranks.kendall_tau is not None else " (undefined: fewer than 3 models or all tied)"),
                 f"Largest absolute difference: {abs(difference[worst]):.1f} points ({models[worst]})",
                 _offset_line(first, second, difference),
             ]
             sizes = {(len(shared[m][0].questions), len(shared[m][1].questions)) for m in models}
             uneven = [pair for pair in sizes if pair[0] != pair[1]]
             if uneven:
-                lines.append(f"The two judges' runs are over different questions ({uneven[0][0]} and {uneven[0][1]}): "
-                             "their scores differ in coverage as well as in judging; the per-check agreement "
-                             "below uses the checks both graded")
+                lines.append(
+                    f"The two judges' runs are over different questions ({uneven[0][0]} and {uneven[0][1]}): "
+                    "their scores differ in coverage as well as in judging; the per-check agreement "
+                    "below uses the checks both graded"
+                )
             first_verdicts, second_verdicts = [], []
             for model in models:
                 x, y = shared[model]
                 joined = x.details[["question_id", "check_id", "verdict"]].merge(
-                    y.details[["question_id", "check_id", "verdict"]], on=["question_id", "check_id"])
+                    y.details[["question_id", "check_id", "verdict"]], on=["question_id", "check_id"]
+                )
                 first_verdicts += joined["verdict_x"].tolist()
                 second_verdicts += joined["verdict_y"].tolist()
             agreement = analysis.verdict_agreement(first_verdicts, second_verdicts)
-            lines.append(f"Per-check agreement over {agreement.checks} checks: {_fmt(100 * agreement.agreement)}% "
-                         f"identical verdicts, Cohen's kappa {_fmt(agreement.kappa, 2)}"
-                         + ("" if agreement.kappa is not None else " (undefined: one verdict everywhere)"))
+            lines.append(
+                f"Per-check agreement over {agreement.checks} checks: {_fmt(100 * agreement.agreement)}% "
+                f"identical verdicts, Cohen's kappa {_fmt(agreement.kappa, 2)}"
+                + ("" if agreement.kappa is not None else " (undefined: one verdict everywhere)")
+            )
             lines += _self_preference(first, second, models, shared, np.array([x.value for x in a]), difference)
             section.blocks.append(lines)
             confusion = agreement.confusion.copy()
             confusion.index = [f"{first}: {v}" for v in confusion.index]
             confusion.columns = [f"{second}: {v}" for v in confusion.columns]
-            section.blocks.append(Table(f"confusion-{slug}", f"Verdicts, {first} (rows) against {second} (columns)",
-                                        confusion.reset_index(names=""), confusion.reset_index(names="")))
-            section.blocks.append(_figure(f"judges-{slug}", title, figures.judge_scatter(
-                [x.value for x in a], [y.value for y in b], models, first, second)))
+            section.blocks.append(
+                Table(
+                    f"confusion-{slug}",
+                    f"Verdicts, {first} (rows) against {second} (columns)",
+                    confusion.reset_index(names=""),
+                    confusion.reset_index(names=""),
+                )
+            )
+            section.blocks.append(
+                _figure(
+                    f"judges-{slug}",
+                    title,
+                    figures.judge_scatter([x.value for x in a], [y.value for y in b], models, first, second),
+                )
+            )
 
     leniency = _leniency(runs, summary)
     if leniency is not None:
@@ -380,15 +446,23 @@ def _offset_line(first: str, second: str, difference: np.ndarray) -> str:
     """The mean offset, told from the more lenient judge's side (difference: second minus first, per model)."""
     lenient, other, ahead = (second, first, difference) if difference.mean() >= 0 else (first, second, -difference)
     higher = int((ahead > 0).sum())
-    line = (f"Mean offset: {lenient} scores {abs(difference.mean()):.1f} points above {other}; higher on {higher} of "
-            f"{len(ahead)} models")
+    line = (
+        f"Mean offset: {lenient} scores {abs(difference.mean()):.1f} points above {other}; higher on {higher} of "
+        f"{len(ahead)} models"
+    )
     if higher == len(ahead) and len(ahead) > 1:
         line += f": uniformly more lenient, by {ahead.min():.1f} to {ahead.max():.1f} points"
     return line
 
 
-def _self_preference(first: str, second: str, models: list[str], shared: dict[str, tuple[Run, Run]],
-                     first_scores: np.ndarray, difference: np.ndarray) -> list[str]:
+def _self_preference(
+    first: str,
+    second: str,
+    models: list[str],
+    shared: dict[str, tuple[Run, Run]],
+    first_scores: np.ndarray,
+    difference: np.ndarray,
+) -> list[str]:
     """A judge's extra offset on its own family's candidates.
 
     Offsets between judges grow or shrink with a model's level (a lenient judge adds more
@@ -402,9 +476,11 @@ def _self_preference(first: str, second: str, models: list[str], shared: dict[st
         if own.any() and (~own).any():
             expected = analysis.expected_offsets(first_scores[~own], difference[~own], first_scores[own])
             offset = sign * float(np.mean(difference[own] - expected))
-            lines.append(f"Self-preference of {judge} (family {family}): {offset:+.1f} points on its own family's "
-                         f"{int(own.sum())} candidate(s) beyond the offset expected from the other "
-                         f"{int((~own).sum())} at their level")
+            lines.append(
+                f"Self-preference of {judge} (family {family}): {offset:+.1f} points on its own family's "
+                f"{int(own.sum())} candidate(s) beyond the offset expected from the other "
+                f"{int((~own).sum())} at their level"
+            )
         else:
             reason = "every shared candidate is" if own.any() else "no shared candidate is"
             lines.append(f"Self-preference of {judge} not testable: {reason} of its family ({family})")
@@ -422,12 +498,22 @@ def _leniency(runs: list[Run], summary: dict[int, dict[str, Interval]]) -> Table
         common = set.intersection(*({r.model for r in members if r.judge == j} for j in judges))
         if not common:
             continue
-        scores = pd.DataFrame([(r.model, r.judge, summary[id(r)]["gamut"].value) for r in members if r.model in common],
-                              columns=["model", "judge", "gamut"]).pivot(index="model", columns="judge", values="gamut")
+        scores = pd.DataFrame(
+            [(r.model, r.judge, summary[id(r)]["gamut"].value) for r in members if r.model in common],
+            columns=["model", "judge", "gamut"],
+        ).pivot(index="model", columns="judge", values="gamut")
         offsets = scores.sub(scores.mean(axis=1), axis=0)
         for judge in judges:
-            rows.append({"variant": variant, "judge": judge, "models": len(common),
-                         "mean offset": offsets[judge].mean(), "min": offsets[judge].min(), "max": offsets[judge].max()})
+            rows.append(
+                {
+                    "variant": variant,
+                    "judge": judge,
+                    "models": len(common),
+                    "mean offset": offsets[judge].mean(),
+                    "min": offsets[judge].min(),
+                    "max": offsets[judge].max(),
+                }
+            )
     if not rows:
         return None
     data = pd.DataFrame(rows)
@@ -438,33 +524,56 @@ def _leniency(runs: list[Run], summary: dict[int, dict[str, Interval]]) -> Table
 def variant_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) -> Section:
     section = Section("Text-only against multimodal")
     by_cell = {(r.judge, r.model, r.variant): r for r in runs}
-    judges = [j for j in dict.fromkeys(r.judge for r in runs)
-              if any((j, r.model, "multimodal") in by_cell and (j, r.model, "text_only") in by_cell for r in runs)]
+    judges = [
+        j
+        for j in dict.fromkeys(r.judge for r in runs)
+        if any((j, r.model, "multimodal") in by_cell and (j, r.model, "text_only") in by_cell for r in runs)
+    ]
     if not judges:
         variants = sorted({r.variant for r in runs})
-        section.omitted = (f"needs the same candidate and judge on both variants; these runs have "
-                           f"{' and '.join(variants)} only" if len(variants) == 1 else
-                           "needs the same candidate and judge on both variants; no candidate has both under one judge")
+        section.omitted = (
+            f"needs the same candidate and judge on both variants; these runs have {' and '.join(variants)} only"
+            if len(variants) == 1
+            else "needs the same candidate and judge on both variants; no candidate has both under one judge"
+        )
         return section
     summary = _summaries(groups)
     section.blocks.append(
         "Per model: the Gamut score on each variant and the gain from dropping the image (text-only minus "
         "multimodal, paired over the questions in both variants, with its 95% interval); then whether the ranking "
         "survives (rank correlation) and whether the gain depends on how good the model is (Pearson r of gain "
-        "with the multimodal score).")
+        "with the multimodal score)."
+    )
     for judge in judges:
-        models = [m for m in dict.fromkeys(r.model for r in runs)
-                  if (judge, m, "multimodal") in by_cell and (judge, m, "text_only") in by_cell]
+        models = [
+            m
+            for m in dict.fromkeys(r.model for r in runs)
+            if (judge, m, "multimodal") in by_cell and (judge, m, "text_only") in by_cell
+        ]
         rows_shown, rows_data = [], []
         for model in models:
             mm, to = by_cell[(judge, model, "multimodal")], by_cell[(judge, model, "text_only")]
             gain = _paired(to, mm, bootstrap)
-            rows_shown.append({"model": model, "multimodal": str(summary[id(mm)]["gamut"]),
-                               "text-only": str(summary[id(to)]["gamut"]), "gain": str(gain.difference),
-                               "p": _p(gain.p_value, bootstrap.resamples)})
-            rows_data.append({"model": model, "judge": judge, "multimodal": summary[id(mm)]["gamut"].value,
-                              "text_only": summary[id(to)]["gamut"].value, **_interval_columns("gain", gain.difference),
-                              "p_value": gain.p_value, "questions_paired": gain.questions})
+            rows_shown.append(
+                {
+                    "model": model,
+                    "multimodal": str(summary[id(mm)]["gamut"]),
+                    "text-only": str(summary[id(to)]["gamut"]),
+                    "gain": str(gain.difference),
+                    "p": _p(gain.p_value, bootstrap.resamples),
+                }
+            )
+            rows_data.append(
+                {
+                    "model": model,
+                    "judge": judge,
+                    "multimodal": summary[id(mm)]["gamut"].value,
+                    "text_only": summary[id(to)]["gamut"].value,
+                    **_interval_columns("gain", gain.difference),
+                    "p_value": gain.p_value,
+                    "questions_paired": gain.questions,
+                }
+            )
         data = pd.DataFrame(rows_data).sort_values("multimodal", ascending=False)
         shown = pd.DataFrame(rows_shown).set_index("model").loc[data["model"]].reset_index()
         slug = _slug("variants", judge)
@@ -472,17 +581,23 @@ def variant_section(runs: list[Run], groups: list[Group], bootstrap: Bootstrap) 
         ranks = analysis.rank_agreement(data["multimodal"], data["text_only"])
         r, p = analysis.correlation(data["gain"], data["multimodal"])
         gains = data["gain"].to_numpy()
-        section.blocks.append([
-            f"Gain: mean {gains.mean():+.1f} points, from {gains.min():+.1f} to {gains.max():+.1f}; "
-            f"{int((gains > 0).sum())} of {len(gains)} models score higher without the image",
-            f"Rank agreement of the two variants over {ranks.models} models: Kendall tau {_fmt(ranks.kendall_tau, 2)}, "
-            f"Spearman rho {_fmt(ranks.spearman_rho, 2)}",
-            f"Correlation of gain with the multimodal score: Pearson r {_fmt(r, 2)}"
-            + (f" (p={p:.3f})" if p is not None else " (undefined: fewer than 3 models or no spread)"),
-        ])
-        section.blocks.append(_figure(slug, f"Text-only gain against the multimodal score, judge {judge}",
-                                      figures.gain_plot(data["multimodal"], gains, data["model"].tolist(),
-                                                        f"Text-only gain, judge {judge}")))
+        section.blocks.append(
+            [
+                f"Gain: mean {gains.mean():+.1f} points, from {gains.min():+.1f} to {gains.max():+.1f}; "
+                f"{int((gains > 0).sum())} of {len(gains)} models score higher without the image",
+                f"Rank agreement of the two variants over {ranks.models} models: Kendall tau {_fmt(ranks.kendall_tau, 2)}, "
+                f"Spearman rho {_fmt(ranks.spearman_rho, 2)}",
+                f"Correlation of gain with the multimodal score: Pearson r {_fmt(r, 2)}"
+                + (f" (p={p:.3f})" if p is not None else " (undefined: fewer than 3 models or no spread)"),
+            ]
+        )
+        section.blocks.append(
+            _figure(
+                slug,
+                f"Text-only gain against the multimodal score, judge {judge}",
+                figures.gain_plot(data["multimodal"], gains, data["model"].tolist(), f"Text-only gain, judge {judge}"),
+            )
+        )
     return section
 
 
@@ -491,26 +606,47 @@ def breakdown_section(groups: list[Group], top: int) -> Section:
     section.blocks.append(
         "Per leaderboard: the Gamut score on each domain's questions; verdict shares per tier; the pooled score "
         "(the tier formula over all checks of the kind, 0-100) per item type and per check kind; and the questions "
-        "with the most missing and contradicted checks across the models.")
+        "with the most missing and contradicted checks across the models."
+    )
     for group in groups:
         models = [r.model for r in group.runs]
-        by_domain = pd.DataFrame({r.model: 100 * r.questions.groupby("domain", sort=True)["score"].mean()
-                                  for r in group.runs}).T
+        by_domain = pd.DataFrame(
+            {r.model: 100 * r.questions.groupby("domain", sort=True)["score"].mean() for r in group.runs}
+        ).T
         counts = group.runs[0].questions.groupby("domain").size()
-        shown = by_domain.map(_fmt).rename(columns=lambda d: f"{d} ({counts.get(d, 0)})").reset_index(names="model")
-        section.blocks.append(Table(f"domains-{group.slug}", f"Gamut per domain (questions): {group.title}",
-                                    shown, by_domain.reset_index(names="model")))
-        section.blocks.append(_figure(f"domains-{group.slug}", f"Gamut per domain: {group.title}",
-                                      figures.domain_heatmap(by_domain, group.title)))
+        shown = (
+            by_domain.map(_fmt).rename(columns=lambda d, n=counts: f"{d} ({n.get(d, 0)})").reset_index(names="model")
+        )
+        section.blocks.append(
+            Table(
+                f"domains-{group.slug}",
+                f"Gamut per domain (questions): {group.title}",
+                shown,
+                by_domain.reset_index(names="model"),
+            )
+        )
+        section.blocks.append(
+            _figure(
+                f"domains-{group.slug}",
+                f"Gamut per domain: {group.title}",
+                figures.domain_heatmap(by_domain, group.title),
+            )
+        )
 
-        for by, title in (("tier", "Verdict shares per tier"), ("item_type", "Pooled score per item type"),
-                          ("kind", "Pooled score per check kind")):
-            pooled = pd.concat({r.model: analysis.pooled_scores(r.details, by, r.results.score_params)
-                                for r in group.runs}, names=["model"])
+        for by, title in (
+            ("tier", "Verdict shares per tier"),
+            ("item_type", "Pooled score per item type"),
+            ("kind", "Pooled score per check kind"),
+        ):
+            pooled = pd.concat(
+                {r.model: analysis.pooled_scores(r.details, by, r.results.score_params) for r in group.runs},
+                names=["model"],
+            )
             pooled = pooled.reset_index()
             if by == "tier":  # leaderboard order, tiers by importance
-                pooled = pooled.assign(model=pd.Categorical(pooled["model"], models),
-                                       tier=pd.Categorical(pooled["tier"], TIERS)).sort_values(["model", "tier"])
+                pooled = pooled.assign(
+                    model=pd.Categorical(pooled["model"], models), tier=pd.Categorical(pooled["tier"], TIERS)
+                ).sort_values(["model", "tier"])
                 shown = pooled.assign(tier=pooled["tier"].map(TIER_LABELS))
                 shown = shown.rename(columns=VERDICT_LABELS)[["model", "tier", "checks", *VERDICT_LABELS.values()]]
                 shown = shown.assign(**{c: shown[c].map(_fmt) for c in VERDICT_LABELS.values()})
@@ -526,21 +662,43 @@ def _hardest(group: Group, top: int) -> Table:
     frames = []
     for run in group.runs:
         q = run.questions
-        frames.append(pd.DataFrame({"model": run.model, "domain": q["domain"], "checks": q["checks"],
-                                    "missing": 100 * q["missing"] / q["checks"],
-                                    "contradicts": 100 * q["contradicts"] / q["checks"], "score": 100 * q["score"]}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": run.model,
+                    "domain": q["domain"],
+                    "checks": q["checks"],
+                    "missing": 100 * q["missing"] / q["checks"],
+                    "contradicts": 100 * q["contradicts"] / q["checks"],
+                    "score": 100 * q["score"],
+                }
+            )
+        )
     long = pd.concat(frames).reset_index(names="question_id")
-    per_question = long.groupby("question_id").agg(domain=("domain", "first"), checks=("checks", "first"),
-                                                   missing=("missing", "mean"), contradicts=("contradicts", "mean"),
-                                                   score=("score", "mean"), models=("model", "size"))
+    per_question = long.groupby("question_id").agg(
+        domain=("domain", "first"),
+        checks=("checks", "first"),
+        missing=("missing", "mean"),
+        contradicts=("contradicts", "mean"),
+        score=("score", "mean"),
+        models=("model", "size"),
+    )
     per_question["missing_or_contradicted"] = per_question["missing"] + per_question["contradicts"]
     worst = per_question.sort_values(["missing_or_contradicted", "contradicts"], ascending=False).head(top)
     worst = worst.reset_index()
     shown = worst[["question_id", "domain", "checks", "models"]].assign(
-        **{"% missing": worst["missing"].map(_fmt), "% contra": worst["contradicts"].map(_fmt),
-           "mean Gamut": worst["score"].map(_fmt)})
-    return Table(f"hardest-{group.slug}", f"Questions with the most missing and contradicted checks "
-                                          f"(mean over {len(group.runs)} models): {group.title}", shown, worst)
+        **{
+            "% missing": worst["missing"].map(_fmt),
+            "% contra": worst["contradicts"].map(_fmt),
+            "mean Gamut": worst["score"].map(_fmt),
+        }
+    )
+    return Table(
+        f"hardest-{group.slug}",
+        f"Questions with the most missing and contradicted checks (mean over {len(group.runs)} models): {group.title}",
+        shown,
+        worst,
+    )
 
 
 def claims_section(groups: list[Group], sections: dict[str, Section]) -> Section:
@@ -555,16 +713,22 @@ def claims_section(groups: list[Group], sections: dict[str, Section]) -> Section
         significant = sum(t.p_value < SIGNIFICANCE for t in tests)
         widths = [(s["gamut"].high - s["gamut"].low) / 2 for s in group.summaries.values()]
         spread = group.summaries[id(group.runs[0])]["gamut"].value - group.summaries[id(group.runs[-1])]["gamut"].value
-        lines.append(f"Separation ({group.title}): {significant} of {len(tests)} neighbouring pairs differ at "
-                     f"p<{SIGNIFICANCE}; intervals are +/-{_fmt(float(np.nanmean(widths)))} points on average against "
-                     f"a spread of {spread:.1f} points")
+        lines.append(
+            f"Separation ({group.title}): {significant} of {len(tests)} neighbouring pairs differ at "
+            f"p<{SIGNIFICANCE}; intervals are +/-{_fmt(float(np.nanmean(widths)))} points on average against "
+            f"a spread of {spread:.1f} points"
+        )
     for group in groups:
-        shares = [(r.model, group.summaries[id(r)]["missing"].value, group.summaries[id(r)]["contradicts"].value)
-                  for r in group.runs]
+        shares = [
+            (r.model, group.summaries[id(r)]["missing"].value, group.summaries[id(r)]["contradicts"].value)
+            for r in group.runs
+        ]
         dominated = sum(m > c for _, m, c in shares)
-        lines.append(f"Omission over contradiction ({group.title}): missing exceeds contradicts for {dominated} of "
-                     f"{len(shares)} models (mean {np.mean([m for _, m, _ in shares]):.1f}% missing against "
-                     f"{np.mean([c for _, _, c in shares]):.1f}% contradicts)")
+        lines.append(
+            f"Omission over contradiction ({group.title}): missing exceeds contradicts for {dominated} of "
+            f"{len(shares)} models (mean {np.mean([m for _, m, _ in shares]):.1f}% missing against "
+            f"{np.mean([c for _, _, c in shares]):.1f}% contradicts)"
+        )
     for key, name in (("judges", "Judge robustness"), ("variants", "Text-only gain")):
         if sections[key].omitted:
             lines.append(f"{name}: not testable here ({sections[key].omitted})")
@@ -582,13 +746,16 @@ def audit_section(runs: list[Run], audits: Sequence[FoundAudit]) -> Section:
     unreadable = [a for a in audits if a.results is None]
     if not matched:
         hint = "; ".join(f"`{a.folder.name}`: {a.problem}" for a in unreadable)
-        section.omitted = ("no audit of these runs' judges in their results folder (`gamut judge-audit --judge J "
-                           "--judge-backend B --out RESULTS/judge-audit-J`)" + (f"; unreadable: {hint}" if hint else ""))
+        section.omitted = (
+            "no audit of these runs' judges in their results folder (`gamut judge-audit --judge J "
+            "--judge-backend B --out RESULTS/judge-audit-J`)" + (f"; unreadable: {hint}" if hint else "")
+        )
         return section
     section.blocks.append(
         "The judge measured against responses whose right verdicts are known (`gamut judge-audit`): agreement "
         "with gold (accuracy, Cohen's kappa with unreadable verdicts as a fifth answer), the error it puts into "
-        "question and Gamut scores, and how often an injection in the response changes its verdict.")
+        "question and Gamut scores, and how often an injection in the response changes its verdict."
+    )
     rows = [{"judge": label, **audit.row()} for label, audit in matched]
     data = pd.DataFrame(rows)
     shown = data.copy()
@@ -600,9 +767,13 @@ def audit_section(runs: list[Run], audits: Sequence[FoundAudit]) -> Section:
     section.blocks.append(Table("judge-audit", "Judge audit", shown, data))
     for label, audit in matched:
         assert audit.results is not None
-        section.blocks.append(_figure(f"audit-confusion-{_slug(label, audit.folder.name)}",
-                                      f"Gold against judged verdicts: {label} ({audit.folder.name})",
-                                      confusion_figure(audit.results)))
+        section.blocks.append(
+            _figure(
+                f"audit-confusion-{_slug(label, audit.folder.name)}",
+                f"Gold against judged verdicts: {label} ({audit.folder.name})",
+                confusion_figure(audit.results),
+            )
+        )
     missing = [label for key, label in judges.items() if key not in {a.judge_key for a in audits}]
     if missing:
         section.blocks.append(f"No audit in the results folder for: {', '.join(missing)}.")
@@ -613,11 +784,21 @@ def audit_section(runs: list[Run], audits: Sequence[FoundAudit]) -> Section:
 
 def runs_section(runs: list[Run]) -> Section:
     section = Section("Runs")
-    rows = [{"run": str(r.folder), "model": r.model, "judge": r.judge, "variant": r.variant,
-             "dataset": str(r.results.dataset.get("source")), "questions": r.results.score.questions,
-             "checks": r.results.score.checks, "judge errors": r.results.judge_errors,
-             "status": r.excluded or ("scored, errors counted as missing" if r.results.score.errors_counted_as_missing
-                                      else "scored")} for r in runs]
+    rows = [
+        {
+            "run": str(r.folder),
+            "model": r.model,
+            "judge": r.judge,
+            "variant": r.variant,
+            "dataset": str(r.results.dataset.get("source")),
+            "questions": r.results.score.questions,
+            "checks": r.results.score.checks,
+            "judge errors": r.results.judge_errors,
+            "status": r.excluded
+            or ("scored, errors counted as missing" if r.results.score.errors_counted_as_missing else "scored"),
+        }
+        for r in runs
+    ]
     frame = pd.DataFrame(rows)
     section.blocks.append(Table("runs", "Runs read", frame, frame))
     return section
@@ -636,8 +817,12 @@ class Report:
         return [s for s in self.sections if not s.omitted]
 
 
-def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap(), top: int = 10,
-                 audits: Sequence[FoundAudit] | None = None) -> Report:
+def build_report(
+    folders: Sequence[str | Path],
+    bootstrap: Bootstrap = Bootstrap(),
+    top: int = 10,
+    audits: Sequence[FoundAudit] | None = None,
+) -> Report:
     """The report of these run folders; ``audits`` default to those in the folders' results folders."""
     runs = [load_run(folder) for folder in folders]
     if audits is None:
@@ -646,16 +831,21 @@ def build_report(folders: Sequence[str | Path], bootstrap: Bootstrap = Bootstrap
     duplicates = pd.Series([(r.variant, r.judge, r.model) for r in runs]).duplicated()
     if duplicates.any():
         twin = runs[int(np.argmax(duplicates.to_numpy()))]
-        raise InputError(f"{twin.folder}: a second run of {twin.model} judged by {twin.judge} ({twin.variant}); "
-                         "report each combination once (merge shards with `gamut merge`)")
+        raise InputError(
+            f"{twin.folder}: a second run of {twin.model} judged by {twin.judge} ({twin.variant}); "
+            "report each combination once (merge shards with `gamut merge`)"
+        )
     scored = [r for r in runs if r.scored]
     sections = {"runs": runs_section(runs), "audit": audit_section(runs, audits)}
     if not scored:
-        for key, title in (("leaderboard", "Leaderboard"), ("judges", "Judge robustness"),
-                           ("variants", "Text-only against multimodal"), ("breakdowns", "Breakdowns")):
+        for key, title in (
+            ("leaderboard", "Leaderboard"),
+            ("judges", "Judge robustness"),
+            ("variants", "Text-only against multimodal"),
+            ("breakdowns", "Breakdowns"),
+        ):
             sections[key] = Section(title, omitted="no run has a score")
-        return Report([sections[k] for k in ("runs", "leaderboard", "judges", "audit", "variants", "breakdowns")],
-                      runs)
+        return Report([sections[k] for k in ("runs", "leaderboard", "judges", "audit", "variants", "breakdowns")], runs)
     groups = _groups(scored, bootstrap)
     sections["leaderboard"] = leaderboard_section(groups, bootstrap)
     sections["judges"] = judge_section(scored, groups, bootstrap)
@@ -691,8 +881,12 @@ def render_markdown(report: Report) -> str:
                 out += [f"- {_md_cell(line)}" for line in block] + [""]
             elif isinstance(block, Table):
                 shown = block.shown.map(_md_cell).rename(columns=_md_cell)
-                out += [f"**{_md_cell(block.title)}** ([csv](tables/{block.name}.csv))", "",
-                        shown.to_markdown(index=False, disable_numparse=True), ""]
+                out += [
+                    f"**{_md_cell(block.title)}** ([csv](tables/{block.name}.csv))",
+                    "",
+                    shown.to_markdown(index=False, disable_numparse=True),
+                    "",
+                ]
             else:
                 out += [f"![{_md_cell(block.caption)}](figures/{block.name}.png)", ""]
     return "\n".join(out)
@@ -705,8 +899,13 @@ text-align:left}th{background:#f0f0f0}img{max-width:100%}h2{border-bottom:1px so
 
 
 def render_html(report: Report) -> str:
-    out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>GAMUT report</title>",
-           f"<style>{STYLE}</style></head><body>", "<h1>GAMUT report</h1>", "<ul>"]
+    out = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'><title>GAMUT report</title>",
+        f"<style>{STYLE}</style></head><body>",
+        "<h1>GAMUT report</h1>",
+        "<ul>",
+    ]
     out += [f"<li>{html.escape(line)}</li>" for line in _contents(report)] + ["</ul>"]
     for section in report.included:
         out.append(f"<h2>{html.escape(section.title)}</h2>")
@@ -720,9 +919,11 @@ def render_html(report: Report) -> str:
                 out.append(block.shown.to_html(index=False, escape=True, border=0, na_rep=""))
             else:
                 encoded = base64.b64encode(block.png).decode("ascii")
-                out.append(f"<figure><img alt='{html.escape(block.caption, quote=True)}' "
-                           f"src='data:image/png;base64,{encoded}'><figcaption>{html.escape(block.caption)}"
-                           f"</figcaption></figure>")
+                out.append(
+                    f"<figure><img alt='{html.escape(block.caption, quote=True)}' "
+                    f"src='data:image/png;base64,{encoded}'><figcaption>{html.escape(block.caption)}"
+                    f"</figcaption></figure>"
+                )
     out.append("</body></html>")
     return "\n".join(out)
 

@@ -56,42 +56,53 @@ class PaperRow:
 
 
 # ../shared/paper_tables.md, Table 1, in the paper's order.
-PAPER_TABLE1: tuple[PaperRow, ...] = tuple(PaperRow(*row) for row in (
-    ("Gemini 3.1 Pro", 58.7, 63.9, 51.9, 45.1, 55.2, 11.5, 29.2, 4.1),
-    ("Gemini 3 Flash", 57.9, 63.0, 51.6, 44.7, 54.9, 12.1, 28.5, 4.5),
-    ("Claude Opus 4.8", 53.1, 59.4, 43.9, 40.4, 45.3, 13.5, 38.6, 2.6),
-    ("Gemini 2.5 Pro", 51.8, 55.8, 47.2, 39.7, 52.1, 11.5, 30.5, 5.9),
-    ("Claude Opus 4.6", 50.5, 54.6, 45.7, 38.8, 49.2, 12.9, 32.6, 5.2),
-    ("GPT-5.4", 42.6, 46.8, 37.8, 29.0, 39.5, 14.0, 42.0, 4.5),
-    ("Claude Sonnet 4.6", 41.5, 46.7, 34.3, 30.5, 38.4, 13.5, 43.2, 4.9),
-    ("GPT-4o", 34.2, 39.1, 28.0, 21.5, 29.7, 12.6, 54.3, 3.4),
-    ("Qwen3-VL 235B", 33.0, 34.1, 32.6, 26.4, 39.4, 12.1, 39.8, 8.7),
-    ("Llama 4 Maverick", 18.3, 19.5, 17.3, 12.3, 22.9, 11.7, 57.9, 7.6),
-    ("Llama 4 Scout", 14.1, 14.4, 14.3, 10.5, 21.1, 11.3, 59.3, 8.3),
-    ("Qwen3-VL 8B", 13.7, 12.3, 17.0, 11.5, 27.3, 10.6, 50.7, 11.5),
-    ("Llama 3.2 90B", 11.8, 12.7, 10.9, 8.2, 17.8, 10.0, 65.1, 7.2),
-    ("Llama 3.2 11B", 5.1, 3.8, 7.8, 4.3, 14.2, 9.2, 68.3, 8.3),
-))
+PAPER_TABLE1: tuple[PaperRow, ...] = tuple(
+    PaperRow(*row)
+    for row in (
+        ("Gemini 3.1 Pro", 58.7, 63.9, 51.9, 45.1, 55.2, 11.5, 29.2, 4.1),
+        ("Gemini 3 Flash", 57.9, 63.0, 51.6, 44.7, 54.9, 12.1, 28.5, 4.5),
+        ("Claude Opus 4.8", 53.1, 59.4, 43.9, 40.4, 45.3, 13.5, 38.6, 2.6),
+        ("Gemini 2.5 Pro", 51.8, 55.8, 47.2, 39.7, 52.1, 11.5, 30.5, 5.9),
+        ("Claude Opus 4.6", 50.5, 54.6, 45.7, 38.8, 49.2, 12.9, 32.6, 5.2),
+        ("GPT-5.4", 42.6, 46.8, 37.8, 29.0, 39.5, 14.0, 42.0, 4.5),
+        ("Claude Sonnet 4.6", 41.5, 46.7, 34.3, 30.5, 38.4, 13.5, 43.2, 4.9),
+        ("GPT-4o", 34.2, 39.1, 28.0, 21.5, 29.7, 12.6, 54.3, 3.4),
+        ("Qwen3-VL 235B", 33.0, 34.1, 32.6, 26.4, 39.4, 12.1, 39.8, 8.7),
+        ("Llama 4 Maverick", 18.3, 19.5, 17.3, 12.3, 22.9, 11.7, 57.9, 7.6),
+        ("Llama 4 Scout", 14.1, 14.4, 14.3, 10.5, 21.1, 11.3, 59.3, 8.3),
+        ("Qwen3-VL 8B", 13.7, 12.3, 17.0, 11.5, 27.3, 10.6, 50.7, 11.5),
+        ("Llama 3.2 90B", 11.8, 12.7, 10.9, 8.2, 17.8, 10.0, 65.1, 7.2),
+        ("Llama 3.2 11B", 5.1, 3.8, 7.8, 4.3, 14.2, 9.2, 68.3, 8.3),
+    )
+)
 
 
 class SimulatedJudge(BaseModel):
     name: str
-    leniency: float = Field(0.0, ge=0, le=1, description="share of missing and partially_meets verdicts raised one step")
+    leniency: float = Field(
+        0.0, ge=0, le=1, description="share of missing and partially_meets verdicts raised one step"
+    )
     noise: float = Field(0.0, ge=0, le=1, description="share of verdicts moved one step either way at random")
 
 
 class SimulationParams(BaseModel):
     questions: int = 1813
     seed: int = 0
-    judges: list[SimulatedJudge] = Field(default_factory=lambda: [
-        SimulatedJudge(name="Gemini 3.1 Pro"),
-        # The paper's Qwen3-VL 235B judge: uniformly more lenient, with its own disagreements.
-        SimulatedJudge(name="Qwen3-VL 235B", leniency=0.33, noise=0.05),
-    ])
+    judges: list[SimulatedJudge] = Field(
+        default_factory=lambda: [
+            SimulatedJudge(name="Gemini 3.1 Pro"),
+            # The paper's Qwen3-VL 235B judge: uniformly more lenient, with its own disagreements.
+            SimulatedJudge(name="Qwen3-VL 235B", leniency=0.33, noise=0.05),
+        ]
+    )
     text_only_easing: float | None = Field(
-        0.55, ge=0, le=1, description="share of missing and partially_meets verdicts raised one step in the "
-                                     "text-only variant (graded by the first judge); "
-                                      "None: no text-only runs")
+        0.55,
+        ge=0,
+        le=1,
+        description="share of missing and partially_meets verdicts raised one step in the "
+        "text-only variant (graded by the first judge); "
+        "None: no text-only runs",
+    )
 
 
 class _Checks:
@@ -135,13 +146,16 @@ def calibrated_shares(row: PaperRow, checks: _Checks, draws: np.ndarray, rounds:
     return row.shares + delta[:, None] * move
 
 
-def calibrated_model(row: PaperRow, checks: _Checks, common: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def calibrated_model(
+    row: PaperRow, checks: _Checks, common: np.ndarray, own: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """A model's draws and tier shares: the copula correlation is the one whose Gamut is the paper's.
 
     Questions that differ more in difficulty raise the mean of per-question scores above the
     pooled ratio, so the correlation sets the level and the tier shares the profile. ``common``
     is the question effect and ``own`` the check effect, both shared by every model.
     """
+
     def fitted(rho: float) -> tuple[np.ndarray, np.ndarray, float]:
         draws = stats.norm.cdf(np.sqrt(rho) * common + np.sqrt(1 - rho) * own)
         shares = calibrated_shares(row, checks, draws)
@@ -162,8 +176,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def simulate_runs(out: str | Path, params: SimulationParams = SimulationParams(),
-                  table: tuple[PaperRow, ...] = PAPER_TABLE1) -> list[Path]:
+def simulate_runs(
+    out: str | Path, params: SimulationParams = SimulationParams(), table: tuple[PaperRow, ...] = PAPER_TABLE1
+) -> list[Path]:
     """Write one run folder (results.json, details.parquet) per model, judge and variant under ``out``."""
     from gamut_hf.backends.base import model_fingerprint
     from gamut_hf.evaluation.judge import GENERATE_PROMPT_VERSION, JUDGE_PROMPT_VERSION
@@ -173,8 +188,8 @@ def simulate_runs(out: str | Path, params: SimulationParams = SimulationParams()
     checks = [compile_rubric(parse_meta_rubric(q["meta_rubric"])) for q in questions]
     flat = _Checks(checks)
     columns: dict[str, list] = {
-        "question_id": [q["id"] for q, cs in zip(questions, checks) for _ in cs],
-        "domain": [q["domain"] for q, cs in zip(questions, checks) for _ in cs],
+        "question_id": [q["id"] for q, cs in zip(questions, checks, strict=False) for _ in cs],
+        "domain": [q["domain"] for q, cs in zip(questions, checks, strict=False) for _ in cs],
         "check_id": [c.id for cs in checks for c in cs],
         "tier": [c.tier for cs in checks for c in cs],
         "kind": [c.kind for cs in checks for c in cs],
@@ -204,19 +219,35 @@ def simulate_runs(out: str | Path, params: SimulationParams = SimulationParams()
             index = np.clip(index + step, 0, len(VERDICTS) - 1)
             verdicts = np.array(VERDICTS)[index]
             per_question = np.split(verdicts, np.cumsum(flat.sizes)[:-1])
-            run_score = score_run([(cs, dict(zip((c.id for c in cs), vs))) for cs, vs in zip(checks, per_question)])
+            pairs = zip(checks, per_question, strict=True)
+            run_score = score_run([(cs, dict(zip((c.id for c in cs), vs, strict=True))) for cs, vs in pairs])
             results = RunResults(
                 model=model_fingerprint("simulated", row.model, {}),
-                judge=model_fingerprint("simulated", judge.name,
-                                        {"leniency": judge.leniency, "noise": judge.noise} if judge.leniency or judge.noise else {}),
-                dataset={"source": "synthetic", "revision": None,
-                         "fingerprint": f"synthetic-{params.questions}-seed{params.seed}"},
-                variant=variant, prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
-                score=run_score, judge_errors=0, unfinished_checks=0, usage={})
+                judge=model_fingerprint(
+                    "simulated",
+                    judge.name,
+                    {"leniency": judge.leniency, "noise": judge.noise} if judge.leniency or judge.noise else {},
+                ),
+                dataset={
+                    "source": "synthetic",
+                    "revision": None,
+                    "fingerprint": f"synthetic-{params.questions}-seed{params.seed}",
+                },
+                variant=variant,
+                prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
+                score=run_score,
+                judge_errors=0,
+                unfinished_checks=0,
+                usage={},
+            )
             folder = Path(out) / f"{_slug(row.model)}__{_slug(judge.name)}__{variant}"
-            responses = {"question_id": [q["id"] for q in questions], "error": [None] * len(questions),
-                         "response": [f"A simulated answer of {row.model} to {q['id']}." for q in questions]}
-            write_outputs(folder, results, {**columns, "verdict": verdicts.tolist(), "rationale": blank, "raw": blank},
-                          responses)
+            responses = {
+                "question_id": [q["id"] for q in questions],
+                "error": [None] * len(questions),
+                "response": [f"A simulated answer of {row.model} to {q['id']}." for q in questions],
+            }
+            write_outputs(
+                folder, results, {**columns, "verdict": verdicts.tolist(), "rationale": blank, "raw": blank}, responses
+            )
             folders.append(folder)
     return folders

@@ -63,8 +63,10 @@ class Bootstrap:
             return [Interval(v, math.nan, math.nan) for v in values]
         result = self._run(samples, statistic)
         lows, highs = np.atleast_1d(result.confidence_interval.low), np.atleast_1d(result.confidence_interval.high)
-        return [Interval(v, math.nan, math.nan) if math.isnan(v) else Interval(v, float(lo), float(hi))
-                for v, lo, hi in zip(values, lows, highs)]
+        return [
+            Interval(v, math.nan, math.nan) if math.isnan(v) else Interval(v, float(lo), float(hi))
+            for v, lo, hi in zip(values, lows, highs, strict=False)
+        ]
 
     def _run(self, samples: Sequence[np.ndarray], statistic: Callable[..., np.ndarray]):
         with warnings.catch_warnings():
@@ -72,9 +74,16 @@ class Bootstrap:
             # and the percentile interval ignores it (scipy says so in its own warning).
             warnings.simplefilter("ignore", RuntimeWarning)
             warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-            return stats.bootstrap(tuple(samples), statistic, n_resamples=self.resamples, paired=True,
-                                   vectorized=True, method="percentile", confidence_level=CONFIDENCE,
-                                   rng=np.random.default_rng(self.seed))
+            return stats.bootstrap(
+                tuple(samples),
+                statistic,
+                n_resamples=self.resamples,
+                paired=True,
+                vectorized=True,
+                method="percentile",
+                confidence_level=CONFIDENCE,
+                rng=np.random.default_rng(self.seed),
+            )
 
     def paired_difference(self, a: np.ndarray, b: np.ndarray) -> PairedTest:
         """Mean of a - b (x 100) over the same questions, its interval and a two-sided bootstrap p-value.
@@ -113,8 +122,13 @@ def with_item_types(details: pd.DataFrame) -> pd.Series:
     return item.map(by_kind.groupby(item).first()).fillna("unknown")
 
 
-def question_scores(questions: np.ndarray, tiers: np.ndarray, verdicts: np.ndarray, count: int,
-                    params: ScoreParams = DEFAULT_SCORE_PARAMS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def question_scores(
+    questions: np.ndarray,
+    tiers: np.ndarray,
+    verdicts: np.ndarray,
+    count: int,
+    params: ScoreParams = DEFAULT_SCORE_PARAMS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every question's verdict counts per tier, tier scores and score, from one row per check.
 
     The arguments are per-check indices: question (0..count-1), tier (into TIERS) and verdict
@@ -145,8 +159,9 @@ def question_table(details: pd.DataFrame, params: ScoreParams = DEFAULT_SCORE_PA
     if (tier_codes < 0).any() or (verdict_codes < 0).any():
         raise ValueError("question_table needs a known tier and one of the four verdicts on every check")
     counts, tiers, score = question_scores(question_codes, tier_codes, verdict_codes, len(order), params)
-    table = pd.DataFrame(counts.sum(axis=1).astype(int), index=pd.Index(order, name="question_id"),
-                         columns=list(VERDICTS))
+    table = pd.DataFrame(
+        counts.sum(axis=1).astype(int), index=pd.Index(order, name="question_id"), columns=list(VERDICTS)
+    )
     table["checks"] = table[list(VERDICTS)].sum(axis=1)
     table[list(TIERS)] = tiers
     table["score"] = score
@@ -159,10 +174,15 @@ SUMMARY_STATISTICS = ("gamut", *TIERS, *VERDICTS)
 
 def _summary_statistics(score, *rest, axis=-1):
     """Gamut (mean question score), tier scores (over the questions with the tier) and verdict shares, x 100."""
-    tiers, counts, checks = rest[:len(TIERS)], rest[len(TIERS):-1], rest[-1]
+    tiers, counts, checks = rest[: len(TIERS)], rest[len(TIERS) : -1], rest[-1]
     total = np.sum(checks, axis=axis)
-    return 100 * np.stack([np.mean(score, axis=axis), *(np.nanmean(t, axis=axis) for t in tiers),
-                           *(np.sum(c, axis=axis) / total for c in counts)])
+    return 100 * np.stack(
+        [
+            np.mean(score, axis=axis),
+            *(np.nanmean(t, axis=axis) for t in tiers),
+            *(np.sum(c, axis=axis) / total for c in counts),
+        ]
+    )
 
 
 def run_summary(questions: pd.DataFrame, bootstrap: Bootstrap) -> dict[str, Interval]:
@@ -172,10 +192,12 @@ def run_summary(questions: pd.DataFrame, bootstrap: Bootstrap) -> dict[str, Inte
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a tier no question has: NaN, shown as n/a
         intervals = bootstrap.intervals(samples, _summary_statistics)
-    return dict(zip(SUMMARY_STATISTICS, intervals))
+    return dict(zip(SUMMARY_STATISTICS, intervals, strict=False))
 
 
-def pooled_scores(details: pd.DataFrame, by: str | list[str], params: ScoreParams = DEFAULT_SCORE_PARAMS) -> pd.DataFrame:
+def pooled_scores(
+    details: pd.DataFrame, by: str | list[str], params: ScoreParams = DEFAULT_SCORE_PARAMS
+) -> pd.DataFrame:
     """Checks grouped by ``by``: count, verdict shares (%) and the pooled score (0-100) of the group.
 
     The pooled score applies the tier formula to all of a group's checks at once: a check-kind
@@ -261,8 +283,22 @@ def expected_offsets(levels: np.ndarray, offsets: np.ndarray, at: np.ndarray) ->
 
 
 # Judge and candidate "from one family" (the self-preference check): the maker's model line.
-_FAMILIES = ("gemini", "gemma", "claude", "gpt", "llama", "qwen", "mistral", "mixtral", "phi", "deepseek",
-             "smollm", "grok", "command", "olmo")
+_FAMILIES = (
+    "gemini",
+    "gemma",
+    "claude",
+    "gpt",
+    "llama",
+    "qwen",
+    "mistral",
+    "mixtral",
+    "phi",
+    "deepseek",
+    "smollm",
+    "grok",
+    "command",
+    "olmo",
+)
 
 
 def model_family(name: str) -> str:
