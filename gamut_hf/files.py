@@ -19,8 +19,8 @@ import stat
 import sys
 import warnings
 from collections.abc import Iterator
-from json.decoder import JSONObject
-from json.scanner import py_make_scanner
+from json.decoder import JSONObject  # type: ignore[attr-defined]  # the pure-Python object parser
+from json.scanner import py_make_scanner  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -152,10 +152,18 @@ def _locate_duplicate(text: str) -> int | None:
     parser we can wrap to learn each value's offset (the C scanner reports none).
     """
 
-    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, *rest):
+    def parse_object(
+        s_and_end: tuple[str, int],
+        strict: bool,
+        scan_once: Any,
+        object_hook: Any,
+        object_pairs_hook: Any,
+        memo: Any = None,
+        *rest: Any,
+    ) -> tuple[dict[str, Any], int]:
         ends: list[int] = [s_and_end[1]]  # each key starts after the previous value (or the brace)
 
-        def scan_value(string: str, index: int):
+        def scan_value(string: str, index: int) -> tuple[Any, int]:
             value, end = scan_once(string, index)
             ends.append(end)
             return value, end
@@ -164,13 +172,14 @@ def _locate_duplicate(text: str) -> int | None:
         seen: set[str] = set()
         for (key, _value), previous in zip(pairs, ends, strict=False):
             if key in seen:
-                raise _Refused(f"duplicate key {key!r}", _BETWEEN_PAIRS.match(s_and_end[0], previous).end())
+                between = _BETWEEN_PAIRS.match(s_and_end[0], previous)
+                raise _Refused(f"duplicate key {key!r}", between.end() if between else previous)
             seen.add(key)
         return dict(pairs), end
 
     decoder = json.JSONDecoder()
-    decoder.parse_object = parse_object
-    decoder.scan_once = py_make_scanner(decoder)
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.scan_once = py_make_scanner(decoder)  # type: ignore[attr-defined]
     try:
         decoder.decode(text)
     except _Refused as refused:
@@ -273,7 +282,9 @@ def open_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> Image:
     Besides the file checks of :func:`read_bytes`, an image whose header claims more pixels
     than PIL's ``MAX_IMAGE_PIXELS`` is refused before decoding (PIL only warns up to twice that).
     """
-    return _decode_image(Path(path), max_bytes, verify=False)
+    image = _decode_image(Path(path), max_bytes, verify=False)
+    assert image is not None  # verify=False always returns the decoded image
+    return image
 
 
 def check_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> None:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -79,7 +79,7 @@ class LocalSnippetStore:
     def __init__(self, snippets: Sequence[Snippet], path: Path | None = None):
         self.path = path
         self.snippets = {s.id: s for s in snippets}
-        self._index = None
+        self._index: tuple[list[Snippet], Any, Any] | None = None  # (snippets, vectorizer, matrix)
 
     @classmethod
     def open(cls, path: str | Path) -> LocalSnippetStore:
@@ -107,7 +107,7 @@ class LocalSnippetStore:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.metrics.pairwise import linear_kernel
 
-        if self._index is None:
+        if self._index is None:  # built on first use
             ordered = list(self.snippets.values())
             vectorizer = TfidfVectorizer(stop_words="english", sublinear_tf=True)
             matrix = vectorizer.fit_transform(f"{s.title} {s.text}" for s in ordered)

@@ -28,7 +28,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -115,7 +115,10 @@ def _json_text(text: str) -> str:
     return text[start:] if start >= 0 else text
 
 
-def _json_output(text: str, model: type[BaseModel]) -> BaseModel:
+Parsed = TypeVar("Parsed", bound=BaseModel)
+
+
+def _json_output(text: str, model: type[Parsed]) -> Parsed:
     return model.model_validate_json(_json_text(text))
 
 

@@ -131,6 +131,7 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
             f"<li><code>{html.escape(f['item_id'])}</code> {html.escape(f['verdict'])}: {html.escape(f['detail'])}</li>"
             for f in (audit or {}).get("items", [])
         )
+        assert q is not None  # the question list shows only stored questions
         return (
             f"<p>Stage <b>{html.escape(q.stage)}</b>, review <b>{html.escape(q.status)}</b>, "
             f"{len(store.rounds(question_id))} drafting round(s).</p>"
@@ -224,6 +225,7 @@ def build_review_app(folder: str | Path) -> gr.Blocks:
                 return "Not saved: " + "; ".join(str(p) for p in error.problems), gr.Dataframe()
             store.edit(qid, who, "binary_rubric", edited)
             q = store.question(qid)
+            assert q is not None  # just saved
             return f"Saved the binary rubric ({len(edited)} checks, {who}).", diff_table(
                 compiled_checks(q.meta_rubric, qid), q.binary_rubric
             )

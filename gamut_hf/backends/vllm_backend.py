@@ -121,7 +121,7 @@ class VLLMBackend(Backend):
             kwargs["limit_mm_per_prompt"] = {"image": 1}
             if max_pixels is not None:
                 kwargs["mm_processor_kwargs"] = {"max_pixels": max_pixels}
-        self.supports_images = self.multimodal  # type: ignore[misc]  # per instance: depends on the model
+        self.supports_images = self.multimodal  # per instance: depends on the model
         started = time.perf_counter()
         try:
             self._llm: vllm.LLM | None = vllm.LLM(**kwargs)

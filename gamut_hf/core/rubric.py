@@ -22,7 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 from gamut_hf.errors import GamutError, field_path, shown
 
@@ -65,7 +65,8 @@ VERDICTS: tuple[Verdict, ...] = ("meets", "partially_meets", "missing", "contrad
 
 def demote(tier: Tier) -> Tier:
     """One importance level down; context is the floor (SPEC section 2)."""
-    return {"answer_critical": "valuable", "valuable": "context", "context": "context"}[tier]
+    lower: dict[Tier, Tier] = {"answer_critical": "valuable", "valuable": "context", "context": "context"}
+    return lower[tier]
 
 
 # Item ids become the first part of check ids (``i3.coverage.2``), so they may not contain dots.
@@ -255,7 +256,7 @@ class RubricError(GamutError, ValueError):
         super().__init__("; ".join(str(p) for p in problems))
 
 
-def _reason(error: dict[str, Any]) -> str:
+def _reason(error: ErrorDetails) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
     if kind == "extra_forbidden":
@@ -274,10 +275,10 @@ def _reason(error: dict[str, Any]) -> str:
         return "must not be empty"
     if kind == "too_short":
         return "must not be empty"
-    return error["msg"]
+    return str(error["msg"])
 
 
-def _in_item(error: dict[str, Any]) -> bool:
+def _in_item(error: ErrorDetails) -> bool:
     loc = error["loc"]
     return len(loc) >= 3 and loc[0] == "items"
 

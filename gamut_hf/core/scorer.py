@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from statistics import fmean
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -46,7 +46,7 @@ class ScoreParams(BaseModel):
         -2.0, lt=0, allow_inf_nan=False, description="mu: weight of contradicts, below 0"
     )
     tier_weights: dict[Tier, TierWeight] = Field(
-        default_factory=lambda: {"answer_critical": 0.6, "valuable": 0.3, "context": 0.1}
+        default_factory=lambda: dict[Tier, float]({"answer_critical": 0.6, "valuable": 0.3, "context": 0.1})
     )
 
     @model_validator(mode="after")
@@ -73,14 +73,16 @@ class VerdictCounts(BaseModel):
 
     @classmethod
     def of(cls, verdicts: Iterable[Verdict]) -> VerdictCounts:
-        return cls(**Counter(verdicts))
+        return cls(**{str(verdict): n for verdict, n in Counter(verdicts).items()})
 
     @property
     def total(self) -> int:
         return self.meets + self.partially_meets + self.missing + self.contradicts
 
 
-def verdict_ratio(meets, partially_meets, missing, contradicts, params: ScoreParams = DEFAULT_SCORE_PARAMS):
+def verdict_ratio(
+    meets: Any, partially_meets: Any, missing: Any, contradicts: Any, params: ScoreParams = DEFAULT_SCORE_PARAMS
+) -> Any:
     """(M + lambda*P + mu*C) / (M + P + S + |mu|*C) for counts of checks.
 
     Plain arithmetic, so it works elementwise on numpy arrays as well: the reports compute
@@ -95,7 +97,7 @@ def tier_score(counts: VerdictCounts, params: ScoreParams = DEFAULT_SCORE_PARAMS
     """The score of one tier of one question, in [-1, 1]; None when the tier has no checks."""
     if counts.total == 0:
         return None
-    return verdict_ratio(counts.meets, counts.partially_meets, counts.missing, counts.contradicts, params)
+    return float(verdict_ratio(counts.meets, counts.partially_meets, counts.missing, counts.contradicts, params))
 
 
 class QuestionScore(BaseModel):
@@ -195,7 +197,7 @@ def score_run(
         gamut = 100 * fmean(q.score for q in question_scores)
         tiers = {}
         for tier in TIERS:
-            values = [q.tiers[tier] for q in question_scores if q.tiers[tier] is not None]
+            values = [value for q in question_scores if (value := q.tiers[tier]) is not None]
             tiers[tier] = 100 * fmean(values) if values else None
     else:
         gamut, tiers = None, {tier: None for tier in TIERS}

@@ -10,6 +10,7 @@ a link to it).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from importlib.resources import files
 from string import Template
 
@@ -19,7 +20,7 @@ from datasets.splits import SplitDict, SplitInfo
 from huggingface_hub import DatasetCardData
 
 from gamut_hf.core.compiler import CompileParams
-from gamut_hf.core.names import VARIANTS
+from gamut_hf.core.names import VARIANTS, Variant
 from gamut_hf.dataset.annotations import AnnotatedQuestion
 from gamut_hf.dataset.features import RUBRIC_VERSION
 from gamut_hf.dataset.stats import RubricStats, stats_markdown
@@ -39,7 +40,7 @@ def _size_category(n: int) -> str:
 
 
 def card_metadata(
-    pretty_name: str, features: dict[str, Features], rows: int, sizes: dict[str, int], license: str
+    pretty_name: str, features: Mapping[Variant, Features], rows: int, sizes: Mapping[Variant, int], license: str
 ) -> str:
     data = DatasetCardData(
         license=license,
@@ -101,8 +102,8 @@ def render_card(
     questions: list[AnnotatedQuestion],
     stats: RubricStats,
     *,
-    features: dict[str, Features],
-    sizes: dict[str, int],
+    features: Mapping[Variant, Features],
+    sizes: Mapping[Variant, int],
     compile_params: CompileParams,
     pretty_name: str = "GAMUT",
     license: str = "cc-by-nc-4.0",

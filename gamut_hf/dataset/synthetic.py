@@ -136,8 +136,9 @@ class _TierBalancer:
         self.rng = rng
 
     def choose(self, item: dict[str, Any]) -> str:
-        best, best_cost = None, math.inf
-        for tier in self.rng.sample(list(TIERS), len(TIERS)):
+        order = self.rng.sample(list(TIERS), len(TIERS))
+        best, best_cost = order[0], math.inf
+        for tier in order:
             counts = self._counts({**item, "tier": tier})
             after = {t: self.totals[t] + counts[t] for t in TIERS}
             size = sum(after.values())
@@ -301,7 +302,8 @@ def synthetic_image(seed: int, width: int, height: int):
         x0, y0 = rng.integers(0, width), rng.integers(0, height)
         x1, y1 = x0 + rng.integers(40, width // 2), y0 + rng.integers(40, height // 2)
         colour = tuple(int(c) for c in rng.integers(0, 256, 3))
-        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)([x0, y0, x1, y1], fill=colour)
+        box = [float(x0), float(y0), float(x1), float(y1)]
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=colour)
     # Sensor-like noise: without it the JPEGs compress to a fifth of a real photo's size.
     noisy = np.asarray(image, dtype=np.int16) + rng.normal(0, 6, (height, width, 3)).astype(np.int16)
     return Image.fromarray(np.clip(noisy, 0, 255).astype("uint8"), "RGB")

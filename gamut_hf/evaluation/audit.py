@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gamut_hf.core.names import Variant
 from gamut_hf.core.rubric import VERDICTS, Check, Verdict
 from gamut_hf.errors import GamutError
 from gamut_hf.evaluation.injections import InjectionKind, Position
@@ -164,7 +165,7 @@ class _AuditSource:
     """The pipeline's view of the audit: one planned "question" per response (its id the
     response's), so one judge stage over one store judges them all; text only, no images."""
 
-    variant = "text_only"
+    variant: Variant = "text_only"
 
     def __init__(self, audit: AuditSet):
         from gamut_hf.evaluation.source import PlannedQuestion
@@ -354,7 +355,9 @@ def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
             styles[response.style].append((verdict, outcome))
         if len(outcomes) == len(response.gold):
             checks = audit.questions[response.question_id].checks
-            judged_score = score_question(checks, {c: "missing" if o == "error" else o for c, o in outcomes.items()})
+            # An unreadable verdict scores as missing, as `--errors-as-missing` scores it in a run.
+            readable = {c: cast(Verdict, "missing" if o == "error" else o) for c, o in outcomes.items()}
+            judged_score = score_question(checks, readable)
             gold_score = score_question(checks, response.gold).score
             question_errors.append(abs(judged_score.score - gold_score))
             sets[response.set_name].append((gold_score, judged_score.score))

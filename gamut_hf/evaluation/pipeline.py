@@ -41,7 +41,7 @@ from gamut_hf.evaluation.judge import (
     parse_verdict,
 )
 from gamut_hf.evaluation.run_folder import RunResults, StageReport, write_outputs
-from gamut_hf.evaluation.source import PlannedQuestion, QuestionSource
+from gamut_hf.evaluation.source import PlannedQuestion, Questions, QuestionSource
 from gamut_hf.evaluation.store import (
     RunStore,
     StoredGeneration,
@@ -92,7 +92,7 @@ Echo = Callable[[str], None]
 # -- stage 1: generate -----------------------------------------------------------------------
 
 
-def generate(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo = print) -> StageReport:
+def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo = print) -> StageReport:
     """Answer every selected question that has no stored answer yet."""
     report = StageReport(stage="generate")
     questions = source.questions
@@ -141,7 +141,7 @@ def generate(config: RunConfig, source: QuestionSource, store: RunStore, echo: E
     return report
 
 
-def import_answers(config: RunConfig, source: QuestionSource, store: RunStore, responses: Mapping[str, str]) -> int:
+def import_answers(config: RunConfig, source: Questions, store: RunStore, responses: Mapping[str, str]) -> int:
     """Store given answers (a submission's) as the candidate's generations, under the keys the
     generate stage would use: the judge stage and scoring then treat them like any other answers."""
     fingerprint = json.dumps(config.candidate.fingerprint(), sort_keys=True)
@@ -217,7 +217,7 @@ def _question_batches(jobs: Sequence[JudgeJob], size: int) -> Iterator[list[Judg
         yield batch
 
 
-def judge(config: RunConfig, source: QuestionSource, store: RunStore, echo: Echo = print) -> StageReport:
+def judge(config: RunConfig, source: Questions, store: RunStore, echo: Echo = print) -> StageReport:
     """Judge every check of every answered question that has no stored verdict yet."""
     report = StageReport(stage="judge")
     jobs, report.done_before, unanswered = _judge_jobs(config, source.questions, store)
@@ -398,7 +398,7 @@ def score(
     )
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
-    responses = {
+    responses: dict[str, list[Any]] = {
         "question_id": [g.question_id for g in answered],
         "response": [g.response for g in answered],
         "error": [g.error for g in answered],

@@ -110,7 +110,7 @@ def _parquet_bytes(columns: Mapping[str, Sequence[Any]], features: Any) -> bytes
     # pyarrow directly: the datasets file (features in the schema metadata), without a progress bar.
     sink = pa.BufferOutputStream()
     pq.write_table(datasets.Dataset.from_dict(dict(columns), features=features).data.table, sink)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def write_outputs(

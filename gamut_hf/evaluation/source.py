@@ -6,8 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
+from gamut_hf.core.names import Variant
 from gamut_hf.core.rubric import Check, parse_checks
 from gamut_hf.evaluation.config import RunConfig
 from gamut_hf.evaluation.store import StoredQuestion
@@ -32,6 +33,18 @@ class PlannedQuestion:
     def from_store(cls, row: StoredQuestion, position: int) -> PlannedQuestion:
         checks = parse_checks(json.loads(row.checks), question_id=row.question_id)
         return cls(row.question_id, row.domain, row.prompt, checks, row.image_sha, position)
+
+
+class Questions(Protocol):
+    """What the stages read of a run's questions: a dataset's (:class:`QuestionSource`) or the
+    judge audit's responses (:mod:`gamut_hf.evaluation.audit`)."""
+
+    questions: list[PlannedQuestion]
+
+    @property
+    def variant(self) -> Variant: ...
+
+    def image(self, question: PlannedQuestion) -> Any: ...
 
 
 class QuestionSource:

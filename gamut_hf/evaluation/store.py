@@ -169,7 +169,7 @@ class RunStore:
 
     # -- generations ----------------------------------------------------------------------
 
-    def _where_key_in(self, sql: str, keys: Iterable[str]) -> Iterator[tuple]:
+    def _where_key_in(self, sql: str, keys: Iterable[str]) -> Iterator[tuple[Any, ...]]:
         """Run ``sql ... key IN (...)`` over keys in chunks (SQLite caps bound parameters)."""
         keys = list(keys)
         for start in range(0, len(keys), 500):

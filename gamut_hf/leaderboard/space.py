@@ -54,7 +54,7 @@ from gamut_hf.leaderboard.submission import (
     SubmissionError,
     parse_submission,
 )
-from gamut_hf.reports.report import Figure, Table, label_runs
+from gamut_hf.reports.report import Figure, Report, Table, label_runs
 from gamut_hf.reports.statistics import Bootstrap, run_summary
 
 LOCAL_USER = "local"
@@ -119,7 +119,7 @@ class SpaceData:
         self.audits: list[FoundAudit] = []  # judge audits in the results folder
         self.board = leaderboard_table([])
         self.index: FailureIndex | None = None
-        self.report = None
+        self.report: Report | None = None
         self.report_thread: threading.Thread | None = None
         self.refresh()
 

@@ -97,9 +97,9 @@ def parse_responses(
     try:
         text = data.decode("utf-8-sig")  # a byte-order mark is accepted, as by every other reader
     except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
+        row = data[: error.start].count(b"\n") + 1
         column = error.start - data.rfind(b"\n", 0, error.start)
-        raise SubmissionError([f"line {line}: not UTF-8 (byte {column} of the line)"]) from None
+        raise SubmissionError([f"line {row}: not UTF-8 (byte {column} of the line)"]) from None
     known = set(known_ids)
     responses: dict[str, str] = {}
     first_line: dict[str, int] = {}
@@ -108,8 +108,8 @@ def parse_responses(
         if len(problems) >= MAX_PROBLEMS:
             break
         record, problem = _line_record(line, number, known, first_line)
-        if problem:
-            problems.append(problem)
+        if record is None:
+            problems.append(str(problem))
             continue
         responses[record["question_id"]] = record["response"]
         first_line[record["question_id"]] = number
@@ -128,7 +128,7 @@ def parse_responses(
 
 def _line_record(
     line: str, number: int, known: set[str], first_line: dict[str, int]
-) -> tuple[dict, None] | tuple[None, str]:
+) -> tuple[dict[str, str], None] | tuple[None, str]:
     """One line as its record, or why it cannot be taken."""
     try:
         record = parse_json(line, f"line {number}")

@@ -24,6 +24,7 @@ import threading
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Literal
 
 from gamut_hf.atomic import folder_in_place, write_text
 from gamut_hf.dataset.hub import HubFolder, PushConflict, PushError
@@ -213,7 +214,8 @@ def process_next(
             return None
         reason = f"{type(error).__name__}: {error}".splitlines()[0]
         echo(f"FAILED {record.key}: {reason}")
-        status, why = "FAILED", reason
+        status: Literal["FINISHED", "FAILED"] = "FAILED"
+        why: str | None = reason
     else:
         echo(f"FINISHED {record.key}")
         status, why = "FINISHED", None

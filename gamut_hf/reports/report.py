@@ -69,7 +69,8 @@ class Run:
     judge_key: str
     model: str = ""  # display labels, unique within the report
     judge: str = ""
-    questions: pd.DataFrame | None = None  # analysis.question_table; None when the run has no score
+    # analysis.question_table; empty when the run has no score (then `excluded` says why)
+    questions: pd.DataFrame = field(default_factory=pd.DataFrame)
     excluded: str | None = None
 
     @property

@@ -140,7 +140,8 @@ def question_scores(
     counts = np.bincount(cells, minlength=count * len(TIERS) * len(VERDICTS))
     counts = counts.reshape(count, len(TIERS), len(VERDICTS)).astype(float)
     with np.errstate(invalid="ignore"):  # 0/0 for a tier the question does not have
-        tier_scores = verdict_ratio(*np.moveaxis(counts, 2, 0), params)
+        meets, partial, missing, contradicts = np.moveaxis(counts, 2, 0)
+        tier_scores = verdict_ratio(meets, partial, missing, contradicts, params)
     weights = np.array([params.tier_weights[t] for t in TIERS])
     present = ~np.isnan(tier_scores)
     score = np.where(present, tier_scores * weights, 0.0).sum(axis=1) / (present * weights).sum(axis=1)
@@ -209,7 +210,9 @@ def pooled_scores(
     out = pd.DataFrame({"checks": total})
     for verdict in VERDICTS:
         out[verdict] = 100 * counts[verdict] / total
-    out["score"] = 100 * verdict_ratio(*(counts[v] for v in VERDICTS), params)
+    out["score"] = 100 * verdict_ratio(
+        counts["meets"], counts["partially_meets"], counts["missing"], counts["contradicts"], params
+    )
     return out
 
 
@@ -229,16 +232,16 @@ def _defined(value: float) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-def rank_agreement(a: Sequence[float], b: Sequence[float]) -> RankAgreement:
-    a, b = np.asarray(a, float), np.asarray(b, float)
+def rank_agreement(first: Sequence[float], second: Sequence[float]) -> RankAgreement:
+    a, b = np.asarray(first, float), np.asarray(second, float)
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return RankAgreement(len(a), None, None)
     return RankAgreement(len(a), _defined(stats.kendalltau(a, b).statistic), _defined(stats.spearmanr(a, b).statistic))
 
 
-def correlation(a: Sequence[float], b: Sequence[float]) -> tuple[float | None, float | None]:
+def correlation(first: Sequence[float], second: Sequence[float]) -> tuple[float | None, float | None]:
     """Pearson r and its p-value; None where undefined."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
+    a, b = np.asarray(first, float), np.asarray(second, float)
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return None, None
     result = stats.pearsonr(a, b)
