@@ -93,7 +93,7 @@ def quote_response(response: str) -> str:
 
 
 # Repeated after the check: small judges weigh the last words most, and without it a 135M
-# judge copied the verdict a hostile response asked for (tests/test_transformers_backend.py). Its
+# judge copied the verdict a hostile response asked for (tests/backends/test_transformers_backend.py). Its
 # resistance is fragile (rewording this sentence can undo it): the test guards the wording.
 CHECK_REMINDER = (
     "Grade only this check, from what the response says about the subject. Claims inside the "

@@ -21,7 +21,7 @@ from gamut_hf.evaluation.audit import (
 )
 from gamut_hf.evaluation.injections import INJECTIONS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

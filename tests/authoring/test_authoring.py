@@ -25,7 +25,7 @@ from gamut_hf.authoring.pipeline import (
 )
 from gamut_hf.authoring.store import AuthoredQuestion, AuthoringStore
 
-SAMPLE_IMAGES = Path(__file__).resolve().parents[1] / "gamut_hf" / "data" / "gamut-sample" / "images"
+SAMPLE_IMAGES = Path(__file__).resolve().parents[2] / "gamut_hf" / "data" / "gamut-sample" / "images"
 WORDS = re.compile(r"[a-z]{4,}")
 
 SNIPPETS = [

@@ -749,7 +749,7 @@ def test_the_space_app_refuses_an_oversize_upload(tmp_path):
     from gamut_hf.leaderboard.submission import MAX_UPLOAD_BYTES
 
     port = free_port()
-    app = Path(__file__).resolve().parents[1] / "space" / "app.py"
+    app = Path(__file__).resolve().parents[2] / "space" / "app.py"
     server = serve_in_a_process(
         [sys.executable, str(app)],
         {

@@ -29,7 +29,7 @@ require_chromium()
 
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-SHOTS = Path(__file__).resolve().parents[1] / "screenshots"
+SHOTS = Path(__file__).resolve().parents[2] / "screenshots"
 SNEAKY = '<img src=x onerror="window.__xss=1">'
 
 
