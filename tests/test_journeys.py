@@ -160,7 +160,7 @@ def test_the_wheel_holds_every_file_of_the_package(installed):
     with zipfile.ZipFile(installed.wheel) as wheel:
         shipped = set(wheel.namelist())
     package = [name for name in source_files() if name.startswith("gamut_hf/") and "__pycache__" not in name]
-    assert "gamut_hf/card_template.md" in package
+    assert "gamut_hf/dataset/card_template.md" in package
     assert [name for name in package if name not in shipped] == []
 
 
