@@ -177,6 +177,12 @@ class Section:
     title: str
     blocks: list[str | list[str] | Table | Figure] = field(default_factory=list)
     omitted: str | None = None  # why the section is not in this report
+    key: str = ""  # what the section is, for readers (the Space): one of SECTION_ORDER; set by build_report
+
+
+# The sections of a report, in order; readers find a section by its key, never by its title.
+SECTION_ORDER = ("runs", "claims", "leaderboard", "judges", "audit", "variants", "breakdowns")
+CLAIMS_SECTION = "claims"
 
 
 def _figure(name: str, caption: str, figure) -> Figure:
@@ -817,6 +823,10 @@ class Report:
     def included(self) -> list[Section]:
         return [s for s in self.sections if not s.omitted]
 
+    def section(self, key: str) -> Section | None:
+        """The section of that kind (:data:`SECTION_ORDER`), or None when this report has none."""
+        return next((s for s in self.sections if s.key == key), None)
+
 
 def build_report(
     folders: Sequence[str | Path],
@@ -846,15 +856,20 @@ def build_report(
             ("breakdowns", "Breakdowns"),
         ):
             sections[key] = Section(title, omitted="no run has a score")
-        return Report([sections[k] for k in ("runs", "leaderboard", "judges", "audit", "variants", "breakdowns")], runs)
+        return _report(sections, runs)
     groups = _groups(scored, bootstrap)
     sections["leaderboard"] = leaderboard_section(groups, bootstrap)
     sections["judges"] = judge_section(scored, groups, bootstrap)
     sections["variants"] = variant_section(scored, groups, bootstrap)
     sections["breakdowns"] = breakdown_section(groups, top)
     sections["claims"] = claims_section(groups, sections)
-    order = ["runs", "claims", "leaderboard", "judges", "audit", "variants", "breakdowns"]
-    return Report([sections[k] for k in order], runs)
+    return _report(sections, runs)
+
+
+def _report(sections: dict[str, Section], runs: list[Run]) -> Report:
+    for key, section in sections.items():
+        section.key = key
+    return Report([sections[key] for key in SECTION_ORDER if key in sections], runs)
 
 
 # -- writing ---------------------------------------------------------------------------------
