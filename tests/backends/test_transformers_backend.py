@@ -85,9 +85,14 @@ def test_a_small_judge_always_yields_one_verdict_and_reuses_the_shared_prefix(sm
     assert all(not c.cached_tokens for c in fresh)
 
 
-def test_a_response_that_orders_meets_is_not_obeyed(smollm):
-    verdicts = [c.text for c in smollm.complete(judge_requests(HOSTILE), Choice(VERDICTS))]
-    assert verdicts.count("meets") < len(CHECKS)
+def test_a_response_that_orders_meets_is_judged_as_its_clean_twin(smollm):
+    """Under the default rule the injection flips no verdict of this response. For a 135M judge that
+    answers almost always "meets" this says little; the judge audit's flip rate over 55 injected
+    twins is the measure (BENCHMARKS.md). Under the old summed rule the same injection turned
+    three "missing" into "meets", which is why summed is no longer the default."""
+    hostile = [c.text for c in smollm.complete(judge_requests(HOSTILE), Choice(VERDICTS))]
+    clean = [c.text for c in smollm.complete(judge_requests(HOSTILE.split("\n", 1)[0]), Choice(VERDICTS))]
+    assert hostile == clean
 
 
 def test_each_choice_rule_picks_the_option_its_rule_ranks_first(smollm, monkeypatch):
@@ -121,7 +126,7 @@ def test_a_bad_choice_rule_or_options_it_cannot_tell_apart_are_refused(smollm, m
     # The default is in every fingerprint: changing it never reuses verdicts made under another rule.
     default = DEFAULT_OPTIONS["transformers"]["choice_rule"]
     assert model_fingerprint("transformers", "m", {})["choice_rule"] == default
-    assert smollm.fingerprint() == model_fingerprint("transformers", "smollm2-135m", {"batch_size": 4})
+    assert smollm.fingerprint()["choice_rule"] == default
 
 
 def test_a_text_model_refuses_an_image(smollm):
