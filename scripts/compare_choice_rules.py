@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from gamut_hf.backends import load_backend
 from gamut_hf.backends.base import TRANSFORMERS_CHOICE_RULES
-from gamut_hf.backends.transformers_backend import rank_option
+from gamut_hf.backends.transformers_backend import best_option
 from gamut_hf.core.rubric import VERDICTS
 from gamut_hf.evaluation.audit import AUDIT_FILE, load_audit_set, measure
 from gamut_hf.evaluation.judge import judge_request
@@ -75,10 +75,7 @@ def main() -> None:
 
     figures = {}
     for rule in TRANSFORMERS_CHOICE_RULES:
-        judged = {
-            key: VERDICTS[max(range(len(VERDICTS)), key=lambda j, s=scores: rank_option(s[j], rule))]
-            for key, scores in logprobs.items()
-        }
+        judged = {key: VERDICTS[best_option(scores, rule)] for key, scores in logprobs.items()}
         measured = measure(audit, judged)
         figures[rule] = {
             "accuracy": measured["accuracy"],

@@ -53,6 +53,12 @@ def rank_option(token_logprobs: Sequence[float], rule: str) -> float:
     return token_logprobs[0]
 
 
+def best_option(logprobs: Sequence[Sequence[float]], rule: str) -> int:
+    """The index of the option ``rule`` ranks first, from each option's token log-probabilities
+    (the first on a tie, as ``max`` breaks them)."""
+    return max(range(len(logprobs)), key=lambda j: rank_option(logprobs[j], rule))
+
+
 def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     first = sequences[0]
     length = min(len(s) for s in sequences)
@@ -224,7 +230,7 @@ class TransformersBackend(Backend):
             )
         completions = []
         for scored in self.option_logprobs(group, options):
-            best = max(range(len(options)), key=lambda j: rank_option(scored.logprobs[j], self.choice_rule))
+            best = best_option(scored.logprobs, self.choice_rule)
             completions.append(
                 Completion(
                     text=options[best],
