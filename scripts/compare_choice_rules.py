@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 
 from gamut_hf.backends import load_backend
-from gamut_hf.backends.base import TRANSFORMERS_CHOICE_RULES
+from gamut_hf.backends.options import TRANSFORMERS_CHOICE_RULES
 from gamut_hf.backends.transformers_backend import best_option
 from gamut_hf.core.rubric import VERDICTS
 from gamut_hf.evaluation.audit import AUDIT_FILE, load_audit_set, measure

@@ -1,20 +1,283 @@
-"""A tiny random-weight LLaVA (CLIP vision tower + small Qwen2) built from a config.
+"""Tiny random-weight vision-language models built from configs, one per architecture users run.
 
-No package ships a vision-language model small enough for two CPU cores; this one has real
-LLaVA code paths (processor, image tokens, vision tower, projector) with random weights, so
-it exercises the multimodal transformers backend, not the quality of its answers.
+No package ships a vision-language model small enough for two CPU cores, and nothing may be
+downloaded. Each model here has its family's real code paths: the family's model class, its
+processor class (image processor, image-token expansion), a tokenizer of its family's kind
+(byte-level BPE for Qwen and Llama, SentencePiece-style BPE with byte fallback for Gemma) carrying
+the family's special tokens, and a chat template in the family's own format. Weights are
+random: the models exercise the backends (prompt building, image tokens, prefix reuse,
+constrained verdicts), never the quality of an answer.
+
+:func:`tiny_model` builds a family once per machine and caches it under a key of this file's
+source and the transformers version, so an edited builder or a new transformers never reuses a
+stale folder. Builders are registered in :data:`FAMILIES`; the compatibility table in the README
+lists them (tests/backends/test_architectures.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}"
-    "{% if p.type == 'image' %}<image>\n{% else %}{{ p.text }}{% endif %}{% endfor %}{% endif %}"
-    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+HERE = Path(__file__).resolve()
+SEED = 0
+VOCAB_SIZE = 1024  # trained BPE size before the family's special tokens
+
+
+@dataclass(frozen=True)
+class Family:
+    """One architecture: what users run it as, and how the tiny one is made."""
+
+    name: str  # the key used by tests and the table
+    architecture: str  # the model class (config.architectures[0])
+    runs_as: str  # the real models this stands for
+    build: Callable[[Path], None]
+    # Why the pinned vLLM cannot run it (None: it can).
+    vllm_unsupported: str | None = None
+
+
+def _corpus() -> list[str]:
+    """Text to train the tiny tokenizers on: the sample's questions and rubrics, and the judge's
+    instructions (so prompts tokenise into words, not bytes, as with a real tokenizer)."""
+    root = HERE.parents[1] / "gamut_hf"
+    lines = (root / "data" / "gamut-sample" / "questions.jsonl").read_text(encoding="utf-8").splitlines()
+    lines += (root / "evaluation" / "judge.py").read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip()]
+
+
+def _bpe(special: list[str], *, sentencepiece: bool = False) -> Any:
+    """A BPE ``tokenizers.Tokenizer`` trained on the corpus, with ``special`` as special tokens:
+    byte-level (GPT-2 style: Qwen, Llama, SmolLM) or, with ``sentencepiece``, Metaspace with byte
+    fallback (Gemma, Llama 2, Mistral)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    if sentencepiece:
+        tokenizer = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+        tokenizer.normalizer = normalizers.Replace(" ", "▁")
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+        tokenizer.decoder = decoders.Sequence(
+            [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+        )
+        alphabet = [f"<0x{b:02X}>" for b in range(256)]
+        trainer = trainers.BpeTrainer(
+            vocab_size=VOCAB_SIZE + 256, special_tokens=["<unk>", *alphabet], show_progress=False
+        )
+    else:
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=VOCAB_SIZE,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    tokenizer.add_special_tokens(special)
+    return tokenizer
+
+
+def _save_tokenizer(folder: Path, tokenizer_object: Any, tokenizer_class: str, **config: Any) -> Any:
+    """Save ``tokenizer_object`` as the family's tokenizer class and load it back as such."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer_object, **config).save_pretrained(folder)
+    settings_file = folder / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    settings["tokenizer_class"] = tokenizer_class
+    settings_file.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def _save_model(folder: Path, model_class: Any, config: Any, eos_token_id: int) -> None:
+    import torch
+
+    torch.manual_seed(SEED)
+    model = model_class(config).eval()
+    model.generation_config.eos_token_id = eos_token_id
+    model.generation_config.do_sample = False
+    model.save_pretrained(folder)
+
+
+# -- Qwen (Qwen2.5-VL, Qwen3-VL dense and MoE) -------------------------------------------------
+
+QWEN_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<think>",
+    "</think>",
+]
+# Qwen's ChatML with vision placeholders, as the Qwen2.5-VL and Qwen3-VL releases write it
+# (Qwen2.5-VL adds a default system turn; Qwen3-VL does not).
+QWEN_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' and DEFAULT_SYSTEM %}"
+    "<|im_start|>system\nDEFAULT_SYSTEM<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+def _qwen_template(default_system: str | None) -> str:
+    if default_system is None:
+        return QWEN_TEMPLATE.replace(" and DEFAULT_SYSTEM", " and false").replace("DEFAULT_SYSTEM", "")
+    return QWEN_TEMPLATE.replace(" and DEFAULT_SYSTEM", "").replace("DEFAULT_SYSTEM", default_system)
+
+
+def _qwen_tokenizer(folder: Path) -> Any:
+    return _save_tokenizer(
+        folder,
+        _bpe(QWEN_SPECIAL),
+        "Qwen2Tokenizer",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        model_max_length=32768,
+    )
+
+
+def _qwen_ids(tokenizer: Any) -> dict[str, int]:
+    ids = tokenizer.convert_tokens_to_ids
+    return {
+        "image_token_id": ids("<|image_pad|>"),
+        "video_token_id": ids("<|video_pad|>"),
+        "vision_start_token_id": ids("<|vision_start|>"),
+        "vision_end_token_id": ids("<|vision_end|>"),
+    }
+
+
+def _qwen_text(tokenizer: Any, **extra: Any) -> dict[str, Any]:
+    return dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=32768,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [6, 5, 5]},
+        eos_token_id=tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tokenizer.pad_token_id,
+        **extra,
+    )
+
+
+def _qwen3_vl(folder: Path, *, moe: bool) -> None:
+    from transformers import (
+        Qwen2VLImageProcessorFast,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLMoeConfig,
+        Qwen3VLMoeForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
+
+    tokenizer = _qwen_tokenizer(folder)
+    vision = dict(
+        depth=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,
+        out_hidden_size=64,
+        patch_size=16,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        num_position_embeddings=256,
+        deepstack_visual_indexes=[1],
+    )
+    text = _qwen_text(tokenizer)
+    if moe:
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, decoder_sparse_step=1)
+        config = Qwen3VLMoeConfig(text_config=text, vision_config=vision, **_qwen_ids(tokenizer))
+        model_class = Qwen3VLMoeForConditionalGeneration
+    else:
+        config = Qwen3VLConfig(text_config=text, vision_config=vision, **_qwen_ids(tokenizer))
+        model_class = Qwen3VLForConditionalGeneration
+    _save_model(folder, model_class, config, tokenizer.eos_token_id)
+    # Qwen3-VL's image processor: 16-pixel patches merged 2x2 (32x32 pixels a token), between
+    # 64 and 16,384 tokens a photo by default, as released.
+    image_processor = Qwen2VLImageProcessorFast(
+        patch_size=16,
+        merge_size=2,
+        temporal_patch_size=2,
+        size={"shortest_edge": 65_536, "longest_edge": 16_777_216},
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
+    video_processor = Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2)
+    Qwen3VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=_qwen_template(None),
+    ).save_pretrained(folder)
+
+
+FAMILIES: dict[str, Family] = {
+    family.name: family
+    for family in (
+        Family(
+            "qwen3_vl",
+            "Qwen3VLForConditionalGeneration",
+            "Qwen3-VL dense (8B; the paper's Table 1)",
+            lambda folder: _qwen3_vl(folder, moe=False),
+        ),
+        Family(
+            "qwen3_vl_moe",
+            "Qwen3VLMoeForConditionalGeneration",
+            "Qwen3-VL MoE (235B-A22B; the 30B-A3B judge)",
+            lambda folder: _qwen3_vl(folder, moe=True),
+        ),
+    )
+}
+
+
+def cache_key() -> str:
+    """This file's source and the transformers version: a change to either builds anew."""
+    import transformers
+
+    digest = hashlib.sha256(HERE.read_bytes())
+    digest.update(transformers.__version__.encode())
+    return digest.hexdigest()[:16]
+
+
+def tiny_model(name: str) -> Path:
+    """The folder of family ``name``'s tiny model, built on first use (staged, then renamed)."""
+    from gamut_hf.files import cache_root
+
+    family = FAMILIES[name]
+    folder = cache_root() / "tiny-models" / f"{name}-{cache_key()}"
+    if (folder / "config.json").is_file():
+        return folder
+    staging = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    family.build(staging)
+    try:
+        staging.rename(folder)
+    except OSError:  # another process finished the same build first
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
 
 
 def build_tiny_llava(folder: Path) -> Path:
@@ -74,9 +337,17 @@ def build_tiny_llava(folder: Path) -> Path:
         tokenizer=tokenizer,
         patch_size=8,
         vision_feature_select_strategy="default",
-        chat_template=CHAT_TEMPLATE,
+        chat_template=LLAVA_TEMPLATE,
         num_additional_image_tokens=1,
     )
     model.save_pretrained(folder)
     processor.save_pretrained(folder)
     return folder
+
+
+LLAVA_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}"
+    "{% if p.type == 'image' %}<image>\n{% else %}{{ p.text }}{% endif %}{% endfor %}{% endif %}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)

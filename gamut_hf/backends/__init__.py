@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import Any
 
 from gamut_hf.backends.base import Backend, BackendError
+from gamut_hf.backends.options import check_options
 
 BACKENDS: dict[str, str] = {
     "transformers": "gamut_hf.backends.transformers_backend:TransformersBackend",
@@ -22,6 +23,7 @@ def load_backend(name: str, model: str, **options: Any) -> Backend:
     """Start backend ``name`` serving ``model``."""
     if name not in BACKENDS:
         raise BackendError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    check_options(name, options)
     module_name, class_name = BACKENDS[name].split(":")
     try:
         module = import_module(module_name)

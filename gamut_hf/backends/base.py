@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from gamut_hf.backends.options import TransformersOptions
 from gamut_hf.errors import GamutError
 
 if TYPE_CHECKING:  # the core (the CLI included) must not import PIL
@@ -70,6 +71,10 @@ class Completion:
     cached_tokens: int | None = None  # prompt tokens served from a prefix cache, where the engine says
     seconds: float = 0.0
     error: str | None = None  # the request failed for good (after retries); text is then empty
+    # A thinking model's reasoning (its <think>...</think>), kept apart from the answer in text
+    # (gamut_hf.backends.reasoning); never shown to the judge.
+    reasoning: str | None = None
+    reasoning_unclosed: bool = False  # the reasoning never closed (cut by max_tokens): text is ""
 
 
 @dataclass
@@ -120,9 +125,10 @@ VOLATILE_OPTIONS: frozenset[str] = frozenset(
 
 # Output-changing options a backend applies when none is given. They are part of the
 # fingerprint either way, so changing a default never reuses outputs made under the old one.
-# Kept here, not in the backend's module, so a fingerprint never imports torch or vllm.
-TRANSFORMERS_CHOICE_RULES = ("summed", "mean", "first_token")
-DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"transformers": {"choice_rule": "first_token"}}
+# Taken from the options' declarations (options.py), so a fingerprint never imports torch or vllm.
+DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {
+    "transformers": {"choice_rule": TransformersOptions.model_fields["choice_rule"].default}
+}
 
 
 def model_fingerprint(backend: str, model: str, options: dict[str, Any]) -> dict[str, Any]:

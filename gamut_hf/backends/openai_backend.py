@@ -49,11 +49,12 @@ from gamut_hf.backends.base import (
     Constraint,
     JsonSchema,
 )
+from gamut_hf.backends.options import STRUCTURED_MODES
+from gamut_hf.backends.reasoning import Split, split_text
 
 if TYPE_CHECKING:  # a text-only run needs no Pillow
     from PIL import Image
 
-STRUCTURED_MODES = ("json_schema", "vllm", "none")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "EMPTY"  # local servers (vLLM and others) accept any key
 JPEG_ABOVE_PIXELS = 512 * 512  # RGB images larger than this are sent as JPEG, smaller ones as PNG
@@ -171,9 +172,10 @@ class OpenAIBackend(Backend):
             )
             if not isinstance(response, openai.types.chat.ChatCompletion) or not response.choices:
                 raise ValueError(f"the answer is not a chat completion: {str(response)[:100]!r}")
-            text = response.choices[0].message.content
-            if text is None:
-                raise ValueError(f"no text in the answer (finish_reason={response.choices[0].finish_reason})")
+            choice = response.choices[0]
+            split = _split_reasoning(choice.message, choice.finish_reason)
+            if split is None:
+                raise ValueError(f"no text in the answer (finish_reason={choice.finish_reason})")
         except Exception as error:  # noqa: BLE001 - every failure of one request becomes its Completion
             return Completion(
                 text="", seconds=time.perf_counter() - start, error=_describe(error, endpoint, self.timeout)
@@ -181,11 +183,13 @@ class OpenAIBackend(Backend):
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
         return Completion(
-            text=text,
+            text=split.answer,
             prompt_tokens=(usage.prompt_tokens if usage else None) or 0,
             completion_tokens=(usage.completion_tokens if usage else None) or 0,
             cached_tokens=getattr(details, "cached_tokens", None),
             seconds=time.perf_counter() - start,
+            reasoning=split.reasoning,
+            reasoning_unclosed=not split.closed,
         )
 
     def _max_tokens(self, request: ChatRequest, constraint: Constraint) -> int:
@@ -212,6 +216,19 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         """Nothing is held between calls: each ``complete`` opens and closes its own clients."""
+
+
+def _split_reasoning(message: Any, finish_reason: str | None) -> Split | None:
+    """The answer and the reasoning of a chat message; None if it has neither. A server that
+    parses reasoning (``vllm serve --reasoning-parser``, hosted reasoning models) returns it as
+    ``reasoning_content`` or ``reasoning`` beside the content; otherwise the content is split
+    at its ``</think>``. A reasoning cut by max_tokens leaves no content, or an empty one."""
+    content = message.content
+    reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+    if isinstance(reasoning, str) and reasoning:
+        cut = not (content or "").strip() and finish_reason == "length"
+        return Split("" if cut else content or "", reasoning.strip(), closed=not cut)
+    return None if content is None else split_text(content)
 
 
 def choice_schema(options: Sequence[str]) -> dict[str, Any]:

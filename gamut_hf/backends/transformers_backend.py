@@ -32,7 +32,6 @@ from transformers import (
 
 from gamut_hf.backends.base import (
     DEFAULT_OPTIONS,
-    TRANSFORMERS_CHOICE_RULES,
     Backend,
     BackendError,
     ChatRequest,
@@ -41,6 +40,8 @@ from gamut_hf.backends.base import (
     Constraint,
 )
 from gamut_hf.backends.models import resolve_model
+from gamut_hf.backends.options import TRANSFORMERS_CHOICE_RULES
+from gamut_hf.backends.reasoning import split_token_ids
 
 
 def rank_option(token_logprobs: Sequence[float], rule: str) -> float:
@@ -69,6 +70,57 @@ def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     return length
 
 
+def _image_keywords(processor: Any) -> set[str]:
+    """The per-call keywords a processor's image processor takes (its declared kwargs)."""
+    declared = getattr(getattr(processor, "image_processor", None), "valid_kwargs", None)
+    return set(getattr(declared, "__annotations__", {}))
+
+
+@dataclass
+class PromptInputs:
+    """One encoded prompt: its token ids and every other processor output, split by kind.
+
+    Processor outputs come in two kinds. Per-token ones (``attention_mask``, Qwen's
+    ``mm_token_type_ids``, Gemma's ``token_type_ids``, Mllama's ``cross_attention_mask``) are
+    shaped ``(1, length, ...)`` like the ids and are cut where the ids are cut; the rest (pixels,
+    grids, aspect ratios) belong to the image and go in with the part that holds it. Nothing here
+    names a family: a new processor output is carried by its shape.
+    """
+
+    ids: list[int]
+    per_token: dict[str, torch.Tensor]
+    per_image: dict[str, torch.Tensor]
+    device: torch.device
+
+    @classmethod
+    def of(cls, encoded: dict[str, torch.Tensor]) -> PromptInputs:
+        ids = encoded["input_ids"]
+        per_token: dict[str, torch.Tensor] = {}
+        per_image: dict[str, torch.Tensor] = {}
+        for name, value in encoded.items():
+            if name in ("input_ids", "attention_mask"):
+                continue  # one unpadded sequence: the mask is all ones, and positions follow the cache
+            aligned = value.dim() >= 2 and value.shape[0] == 1 and value.shape[1] == ids.shape[1]
+            (per_token if aligned else per_image)[name] = value
+        return cls(ids[0].tolist(), per_token, per_image, ids.device)
+
+    def part(self, start: int, end: int | None, *, with_images: bool) -> dict[str, Any]:
+        """Model inputs for the tokens ``start:end``, with the image's inputs if asked."""
+        inputs: dict[str, Any] = {"input_ids": torch.tensor([self.ids[start:end]], device=self.device)}
+        inputs.update({name: value[:, start:end] for name, value in self.per_token.items()})
+        if with_images:
+            inputs.update(self.per_image)
+        return inputs
+
+    def continued(self, rows: int, width: int) -> dict[str, torch.Tensor]:
+        """Per-token inputs for ``rows`` continuations of ``width`` tokens after the prompt: each
+        takes the prompt's last value (text after text), as ``generate`` extends them."""
+        return {
+            name: value[:, -1:].expand(rows, width, *value.shape[2:]).contiguous()
+            for name, value in self.per_token.items()
+        }
+
+
 @dataclass
 class ScoredOptions:
     """One prompt's options, scored: ``logprobs[j]`` are option j's tokens' log-probabilities."""
@@ -93,12 +145,13 @@ class TransformersBackend(Backend):
         batch_size: int = 8,
         prefix_reuse: bool = True,
         choice_rule: str = DEFAULT_OPTIONS["transformers"]["choice_rule"],
-        **options: Any,
+        max_pixels: int | None = None,
     ):
         if choice_rule not in TRANSFORMERS_CHOICE_RULES:
             raise BackendError(
                 f"transformers: choice_rule must be one of {', '.join(TRANSFORMERS_CHOICE_RULES)}, not {choice_rule!r}"
             )
+        options: dict[str, Any] = {"max_pixels": max_pixels} if max_pixels is not None else {}
         super().__init__(
             model,
             device=device,
@@ -123,10 +176,20 @@ class TransformersBackend(Backend):
             else getattr(torch, dtype)
         )
         self.multimodal = getattr(config, "vision_config", None) is not None
+        # Per-call processor options (Qwen's image budget), applied to every image: the same
+        # keyword vLLM passes as mm_processor_kwargs, so both count the same image tokens.
+        self.image_options: dict[str, Any] = {"max_pixels": max_pixels} if max_pixels is not None else {}
         if self.multimodal:
             self.processor = AutoProcessor.from_pretrained(path)
             self.tokenizer = self.processor.tokenizer
+            if self.image_options and "max_pixels" not in _image_keywords(self.processor):
+                raise BackendError(
+                    f"transformers: {model}'s {type(self.processor).__name__} takes no max_pixels (its image budget is "
+                    "fixed or tiled); leave the option out"
+                )
             self.net = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype)
+        elif self.image_options:
+            raise BackendError(f"transformers: max_pixels applies to vision-language models; {model} takes no images")
         else:
             self.processor = None
             self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -141,7 +204,11 @@ class TransformersBackend(Backend):
         self.end_of_turn: int = eos[0] if isinstance(eos, list) else eos
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
-        self.image_token_id = getattr(config, "image_token_id", None) or getattr(config, "image_token_index", None)
+        self.image_token_id = (
+            getattr(self.processor, "image_token_id", None)
+            or getattr(config, "image_token_id", None)
+            or getattr(config, "image_token_index", None)
+        )
 
     # -- prompts --------------------------------------------------------------------------
 
@@ -166,7 +233,9 @@ class TransformersBackend(Backend):
         if self.processor is not None and images:
             if len(images) != len(requests):
                 raise BackendError("transformers: a batch mixes requests with and without an image")
-            encoded = self.processor(text=texts, images=images, padding=padding, return_tensors="pt")
+            encoded = self.processor(
+                text=texts, images=images, padding=padding, return_tensors="pt", **self.image_options
+            )
         else:
             encoded = self.tokenizer(texts, padding=padding, return_tensors="pt", add_special_tokens=False)
         return {name: value.to(self.device) for name, value in encoded.items()}
@@ -207,12 +276,17 @@ class TransformersBackend(Backend):
             if self.end_of_turn in new:
                 new = new[: new.index(self.end_of_turn)]
             new = new[: request.max_tokens]
+            # A thinking model's <think>...</think> is split off by token before decoding drops
+            # special tokens; the prompt's end tells whether the chat template opened it.
+            split = split_token_ids(new, self.tokenizer, prompt_ids=inputs["input_ids"][row].tolist())
             completions.append(
                 Completion(
-                    text=self.tokenizer.decode(new, skip_special_tokens=True).strip(),
+                    text=split.answer.strip(),
                     prompt_tokens=int(inputs["attention_mask"][row].sum()),
                     completion_tokens=len(new),
                     seconds=seconds,
+                    reasoning=split.reasoning,
+                    reasoning_unclosed=not split.closed,
                 )
             )
         return completions
@@ -247,53 +321,52 @@ class TransformersBackend(Backend):
         """Score every option as a continuation of each prompt (requests of one prefix_key: the
         shared prefix is prefilled once): per request, per option, each token's log-probability."""
         started = time.perf_counter()
-        encoded = [self._encode([r], padding=False) for r in group]
-        prompts = [e["input_ids"][0].tolist() for e in encoded]
-        shared = _common_prefix_length(prompts) if self.prefix_reuse and len(group) > 1 else 0
-        shared = min(shared, min(len(p) for p in prompts) - 1)  # each prompt keeps >= 1 token of its own
-        extras = {k: v for k, v in encoded[0].items() if k not in ("input_ids", "attention_mask")}
-        if extras and self.image_token_id is not None:
-            # The image goes in with the prefill, so every image token must fall inside it.
-            image_positions = [i for i, t in enumerate(prompts[0]) if t == self.image_token_id]
-            if image_positions and shared <= image_positions[-1]:
-                shared = 0
-        cache = DynamicCache()
-        if shared:
-            self.net(
-                input_ids=torch.tensor([prompts[0][:shared]], device=self.device),
-                past_key_values=cache,
-                use_cache=True,
-                **extras,
-            )
+        prompts = [PromptInputs.of(self._encode([r], padding=False)) for r in group]
+        shared = _common_prefix_length([p.ids for p in prompts]) if self.prefix_reuse and len(group) > 1 else 0
+        shared = min(shared, min(len(p.ids) for p in prompts) - 1)  # each prompt keeps >= 1 token of its own
+        if self.image_token_id is not None and self.image_token_id in prompts[0].ids[shared:]:
+            shared = 0  # the image goes in with the prefill, so every image token must fall inside it
         option_ids = self._option_ids(options)
         width = max(len(ids) for ids in option_ids)
         padded = torch.tensor([ids + [self.end_of_turn] * (width - len(ids)) for ids in option_ids], device=self.device)
+        cache = self._fresh_cache()
+        if shared:
+            self.net(**prompts[0].part(0, shared, with_images=True), past_key_values=cache, use_cache=True)
         scored: list[ScoredOptions] = []
-        for prompt, inputs in zip(prompts, encoded, strict=True):
-            own = prompt[shared:]
-            pixels = {} if shared else {k: v for k, v in inputs.items() if k not in ("input_ids", "attention_mask")}
-            out = self.net(
-                input_ids=torch.tensor([own], device=self.device), past_key_values=cache, use_cache=True, **pixels
-            )
+        for prompt in prompts:
+            own = prompt.part(shared, None, with_images=not shared)
+            out = self.net(**own, past_key_values=cache, use_cache=True)
             first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
             # Right padding after each option only touches positions after it (causal), so
             # the four continuations run as one batch over a copy of the prompt's cache.
             cache.batch_repeat_interleave(len(option_ids))
-            rest = self.net(input_ids=padded, past_key_values=cache, use_cache=True).logits.float()
-            rest = torch.log_softmax(rest, dim=-1)
+            rest = self.net(
+                input_ids=padded, **prompt.continued(len(option_ids), width), past_key_values=cache, use_cache=True
+            )
+            rest = torch.log_softmax(rest.logits.float(), dim=-1)
             logprobs = [
                 [first[ids[0]].item(), *(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))]
                 for j, ids in enumerate(option_ids)
             ]
-            cache.crop(-(width + len(own)))
-            cache.batch_select_indices(torch.tensor([0], device=self.device))
-            if not shared:
-                cache = DynamicCache()
-            scored.append(ScoredOptions(logprobs, prompt_tokens=len(prompt), cached_tokens=shared))
+            if shared:
+                cache.crop(shared)
+                cache.batch_select_indices(torch.tensor([0], device=self.device))
+            else:
+                cache = self._fresh_cache()
+            scored.append(ScoredOptions(logprobs, prompt_tokens=len(prompt.ids), cached_tokens=shared))
         seconds = (time.perf_counter() - started) / len(group)
         for entry in scored:
             entry.seconds = seconds
         return scored
+
+    def _fresh_cache(self) -> DynamicCache:
+        """An empty KV cache, and a model that forgets the last sequence: multimodal position
+        schemes keep per-sequence state on the model (Qwen's M-RoPE offsets, ``rope_deltas``),
+        which would otherwise carry over from an image prompt to the next, text-only one."""
+        for module in self.net.modules():
+            if getattr(module, "rope_deltas", None) is not None:
+                module.rope_deltas = None
+        return DynamicCache()
 
     def close(self) -> None:
         del self.net

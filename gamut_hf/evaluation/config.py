@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gamut_hf.backends import load_backend
+from gamut_hf.backends import check_options, load_backend
 from gamut_hf.backends.base import Backend, model_fingerprint
 from gamut_hf.backends.models import DEFAULT_MODEL
 from gamut_hf.core.names import Variant
@@ -113,6 +113,7 @@ def model_spec(
         )
     if concurrency is not None and spec.backend == "openai":
         spec = ModelSpec(name=spec.name, backend=spec.backend, options={**spec.options, "concurrency": concurrency})
+    check_options(spec.backend, spec.options)  # now, not when the model loads after another stage
     return spec
 
 

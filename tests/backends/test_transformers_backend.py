@@ -96,7 +96,7 @@ def test_a_response_that_orders_meets_is_judged_as_its_clean_twin(smollm):
 
 
 def test_each_choice_rule_picks_the_option_its_rule_ranks_first(smollm, monkeypatch):
-    from gamut_hf.backends.base import TRANSFORMERS_CHOICE_RULES
+    from gamut_hf.backends.options import TRANSFORMERS_CHOICE_RULES
     from gamut_hf.backends.transformers_backend import rank_option
 
     requests = judge_requests("Reduce watering in winter and keep it in bright, indirect light.")
@@ -118,7 +118,9 @@ def test_each_choice_rule_picks_the_option_its_rule_ranks_first(smollm, monkeypa
 def test_a_bad_choice_rule_or_options_it_cannot_tell_apart_are_refused(smollm, monkeypatch):
     from gamut_hf.backends.base import DEFAULT_OPTIONS, model_fingerprint
 
-    with pytest.raises(BackendError, match="choice_rule must be one of summed, mean, first_token"):
+    from gamut_hf.backends.options import OptionError
+
+    with pytest.raises(OptionError, match="option choice_rule='vote': Input should be 'summed', 'mean' or 'first_token'"):
         load_backend("transformers", "smollm2-135m", choice_rule="vote")
     monkeypatch.setattr(smollm, "choice_rule", "first_token")
     with pytest.raises(BackendError, match="first tokens differ"):
