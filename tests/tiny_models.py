@@ -51,16 +51,20 @@ def _corpus() -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def _bpe(special: list[str], *, sentencepiece: bool = False) -> Any:
+def _bpe(special: list[str], *, sentencepiece: bool = False, prefix_space: bool = True) -> Any:
     """A BPE ``tokenizers.Tokenizer`` trained on the corpus, with ``special`` as special tokens:
     byte-level (GPT-2 style: Qwen, Llama, SmolLM) or, with ``sentencepiece``, Metaspace with byte
-    fallback (Gemma, Llama 2, Mistral)."""
+    fallback (Gemma, Llama 2, Mistral; ``prefix_space=False`` for Gemma, whose SentencePiece model
+    adds no dummy prefix)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     if sentencepiece:
         tokenizer = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
         tokenizer.normalizer = normalizers.Replace(" ", "▁")
-        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+        prepend = "first" if prefix_space else "never"
+        # Trained word by word (SentencePiece's pieces never span a space: "▁the"), then run
+        # unsplit as SentencePiece-converted tokenizers do.
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=True)
         tokenizer.decoder = decoders.Sequence(
             [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
         )
@@ -78,6 +82,14 @@ def _bpe(special: list[str], *, sentencepiece: bool = False) -> Any:
             show_progress=False,
         )
     tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    if sentencepiece:
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend, split=False)
+        # The trainer keeps its special tokens as added (special) tokens; the byte pieces are
+        # ordinary vocabulary in a SentencePiece model, or decoding with skip_special_tokens (as
+        # vLLM's detokenizer does) would drop every byte-fallback piece from the text.
+        spec = json.loads(tokenizer.to_str())
+        spec["added_tokens"] = [token for token in spec["added_tokens"] if token["content"] not in alphabet]
+        tokenizer = Tokenizer.from_str(json.dumps(spec))
     tokenizer.add_special_tokens(special)
     return tokenizer
 
@@ -94,14 +106,43 @@ def _save_tokenizer(folder: Path, tokenizer_object: Any, tokenizer_class: str, *
     return AutoTokenizer.from_pretrained(folder)
 
 
-def _save_model(folder: Path, model_class: Any, config: Any, eos_token_id: int) -> None:
+def _transpose_weights(folder: Path, suffixes: tuple[str, ...]) -> None:
+    """Swap the last two dimensions of the saved weights whose names end with ``suffixes``."""
+    from safetensors.torch import load_file, save_file
+
+    weights_file = folder / "model.safetensors"
+    weights = load_file(weights_file)
+    for name in weights:
+        if name.endswith(suffixes):
+            weights[name] = weights[name].transpose(1, 2).contiguous()
+    save_file(weights, weights_file, metadata={"format": "pt"})
+
+
+def _save_model(
+    folder: Path,
+    model_class: Any,
+    config: Any,
+    eos_token_id: int | list[int],
+    renames: tuple[tuple[str, str], ...] = (),
+) -> None:
+    """Save a random-weight ``model_class``; ``renames`` (regex, replacement) turn the weight
+    names transformers writes into the released checkpoints' names, where they differ (loaders
+    such as vLLM's expect the released ones; transformers reads both)."""
+    import re
+
     import torch
+    from safetensors.torch import load_file, save_file
 
     torch.manual_seed(SEED)
     model = model_class(config).eval()
     model.generation_config.eos_token_id = eos_token_id
     model.generation_config.do_sample = False
     model.save_pretrained(folder)
+    for weights_file in folder.glob("*.safetensors") if renames else ():
+        weights = load_file(weights_file)
+        for pattern, replacement in renames:
+            weights = {re.sub(pattern, replacement, name): value for name, value in weights.items()}
+        save_file(weights, weights_file, metadata={"format": "pt"})
 
 
 # -- Qwen (Qwen2.5-VL, Qwen3-VL dense and MoE) -------------------------------------------------
@@ -207,13 +248,19 @@ def _qwen3_vl(folder: Path, *, moe: bool) -> None:
     )
     text = _qwen_text(tokenizer)
     if moe:
-        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, decoder_sparse_step=1)
+        # norm_topk_prob as the released configs carry it (vLLM reads it; transformers' class omits
+        # it); an expert width unlike the hidden size, so a transposed expert weight cannot pass.
+        text.update(
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1, norm_topk_prob=True
+        )
         config = Qwen3VLMoeConfig(text_config=text, vision_config=vision, **_qwen_ids(tokenizer))
-        model_class = Qwen3VLMoeForConditionalGeneration
+        _save_model(folder, Qwen3VLMoeForConditionalGeneration, config, tokenizer.eos_token_id)
+        # transformers keeps the fused expert weights transposed against the release and saves a
+        # model built from a config that way; its loader takes both, vLLM's only the release's.
+        _transpose_weights(folder, ("mlp.experts.gate_up_proj", "mlp.experts.down_proj"))
     else:
         config = Qwen3VLConfig(text_config=text, vision_config=vision, **_qwen_ids(tokenizer))
-        model_class = Qwen3VLForConditionalGeneration
-    _save_model(folder, model_class, config, tokenizer.eos_token_id)
+        _save_model(folder, Qwen3VLForConditionalGeneration, config, tokenizer.eos_token_id)
     # Qwen3-VL's image processor: 16-pixel patches merged 2x2 (32x32 pixels a token), between
     # 64 and 16,384 tokens a photo by default, as released.
     image_processor = Qwen2VLImageProcessorFast(
@@ -233,6 +280,153 @@ def _qwen3_vl(folder: Path, *, moe: bool) -> None:
     ).save_pretrained(folder)
 
 
+# -- Gemma 3 (4B, 12B, 27B) -------------------------------------------------------------------
+
+GEMMA_SPECIAL = [
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<mask>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    "<start_of_image>",
+    "<end_of_image>",
+    "<image_soft_token>",
+]
+# Gemma 3's template as released: <bos>, a system message folded into the first user turn, the
+# assistant called "model", and <start_of_image> where the image goes (the processor expands it
+# to <start_of_image>, mm_tokens_per_image soft tokens, <end_of_image>).
+GEMMA3_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- if messages[0]['content'] is string -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
+    "{%- endif -%}"
+    "{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = '' -%}"
+    "{%- set loop_messages = messages -%}"
+    "{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{%- endif -%}"
+    "{%- if message['role'] == 'assistant' -%}{%- set role = 'model' -%}"
+    "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{%- if message['content'] is string -%}"
+    "{{ message['content'] | trim }}"
+    "{%- elif message['content'] is iterable -%}"
+    "{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'image' -%}{{ '<start_of_image>' }}"
+    "{%- elif item['type'] == 'text' -%}{{ item['text'] | trim }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- else -%}"
+    "{{ raise_exception('Invalid content type') }}"
+    "{%- endif -%}"
+    "{{ '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+
+
+def _gemma3(folder: Path) -> None:
+    from tokenizers import AddedToken
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3ImageProcessor,
+        Gemma3Processor,
+    )
+
+    image_tokens = {"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}
+    bpe = _bpe(GEMMA_SPECIAL, sentencepiece=True, prefix_space=False)
+    # Gemma's vocabulary has runs of 1 to 31 newlines as (non-special) tokens of their own; the
+    # processor's "\n\n" around an image merges with a neighbouring "\n\n" into "\n\n\n\n", and
+    # vLLM's Gemma 3 processor looks these tokens up to do the same.
+    bpe.add_tokens([AddedToken("\n" * n, normalized=False, special=False) for n in range(1, 32)])
+    tokenizer = _save_tokenizer(
+        folder,
+        bpe,
+        "GemmaTokenizer",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        add_bos_token=True,
+        add_eos_token=False,
+        extra_special_tokens=image_tokens,
+        model_max_length=131072,
+        **image_tokens,
+    )
+    ids = tokenizer.convert_tokens_to_ids
+    # As released: <eos> and <end_of_turn> both end a turn (generation_config [1, 106]).
+    eos = [tokenizer.eos_token_id, ids("<end_of_turn>")]
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        query_pre_attn_scalar=32,
+        sliding_window=512,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=131072,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos,
+    )
+    # SigLIP, tiny: 128x128 pixels in 8-pixel patches (16x16), average-pooled to 8x8 = 64 soft
+    # tokens an image (the real one: 896x896 in 14-pixel patches pooled to 256).
+    vision = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=128,
+        patch_size=8,
+        vision_use_head=False,
+    )
+    mm_tokens_per_image = 64
+    config = Gemma3Config(
+        text_config=text,
+        vision_config=vision,
+        mm_tokens_per_image=mm_tokens_per_image,
+        boi_token_index=ids("<start_of_image>"),
+        eoi_token_index=ids("<end_of_image>"),
+        image_token_index=ids("<image_soft_token>"),
+        eos_token_id=eos,
+    )
+    # Released as vision_tower.vision_model.*; transformers 5 writes vision_tower.* (it drops
+    # SigLIP's vision_model on load and does not put it back on save).
+    _save_model(
+        folder,
+        Gemma3ForConditionalGeneration,
+        config,
+        eos,
+        renames=((r"^vision_tower\.", "vision_tower.vision_model."),),
+    )
+    image_processor = Gemma3ImageProcessor(
+        size={"height": 128, "width": 128},
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+        resample=2,
+        do_pan_and_scan=False,
+    )
+    Gemma3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        chat_template=GEMMA3_TEMPLATE,
+        image_seq_length=mm_tokens_per_image,
+    ).save_pretrained(folder)
+
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
@@ -247,6 +441,12 @@ FAMILIES: dict[str, Family] = {
             "Qwen3VLMoeForConditionalGeneration",
             "Qwen3-VL MoE (235B-A22B; the 30B-A3B judge)",
             lambda folder: _qwen3_vl(folder, moe=True),
+        ),
+        Family(
+            "gemma3",
+            "Gemma3ForConditionalGeneration",
+            "Gemma 3 (4B, 12B, 27B)",
+            _gemma3,
         ),
     )
 }

@@ -349,7 +349,7 @@ class TransformersBackend(Backend):
                 for j, ids in enumerate(option_ids)
             ]
             if shared:
-                cache.crop(shared)
+                cache.crop(shared - cache.get_seq_length())  # back to the shared prefix
                 cache.batch_select_indices(torch.tensor([0], device=self.device))
             else:
                 cache = self._fresh_cache()
