@@ -119,6 +119,7 @@ VOLATILE_OPTIONS: frozenset[str] = frozenset(
         "prefix_reuse",
         "enforce_eager",
         "max_model_len",
+        "block_size",
     }
 )
 

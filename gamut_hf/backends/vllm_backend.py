@@ -38,6 +38,7 @@ from gamut_hf.backends.base import (
     JsonSchema,
 )
 from gamut_hf.backends.models import resolve_model
+from gamut_hf.backends.reasoning import Split, split_token_ids
 
 # vLLM's CPU backend reserves this share of a NUMA node's memory for weights and KV cache;
 # its GPU default (0.9) makes it refuse to start on a machine with ordinary memory.
@@ -93,6 +94,7 @@ class VLLMBackend(Backend):
         max_pixels: int | None = None,
         dtype: str = "auto",
         seed: int = 0,
+        block_size: int | None = None,
     ):
         super().__init__(
             model,
@@ -106,6 +108,7 @@ class VLLMBackend(Backend):
             max_pixels=max_pixels,
             dtype=dtype,
             seed=seed,
+            block_size=block_size,
         )
         try:
             self.model_path = resolve_model(model)
@@ -134,8 +137,11 @@ class VLLMBackend(Backend):
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
+        if block_size is not None:
+            kwargs["block_size"] = block_size
         if self.multimodal:
-            kwargs["limit_mm_per_prompt"] = {"image": 1}
+            # One image and no video a prompt: left unlimited, vLLM sizes its memory for a worst-case video.
+            kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0}
             if max_pixels is not None:
                 kwargs["mm_processor_kwargs"] = {"max_pixels": max_pixels}
         self.supports_images = self.multimodal  # per instance: depends on the model
@@ -181,16 +187,30 @@ class VLLMBackend(Backend):
         outputs = self._llm.chat(conversations, params, use_tqdm=False)
         seconds = time.perf_counter() - started
         each = seconds / len(requests)
-        completions = [
-            Completion(
-                text=output.outputs[0].text,
-                prompt_tokens=len(output.prompt_token_ids or ()),
-                completion_tokens=len(output.outputs[0].token_ids),
-                cached_tokens=output.num_cached_tokens,
-                seconds=each,
+        # Free text (a candidate's answer): a thinking model's <think>...</think> is split off by
+        # token ids (the text has special tokens dropped already). A constrained verdict has no tags.
+        tokenizer = self._llm.get_tokenizer() if constraint is None else None
+        completions = []
+        for output in outputs:
+            generated = output.outputs[0]
+            split = (
+                split_token_ids(
+                    generated.token_ids, tokenizer, prompt_ids=output.prompt_token_ids or (), text=generated.text
+                )
+                if tokenizer is not None
+                else Split(generated.text)
             )
-            for output in outputs
-        ]
+            completions.append(
+                Completion(
+                    text=split.answer,
+                    prompt_tokens=len(output.prompt_token_ids or ()),
+                    completion_tokens=len(generated.token_ids),
+                    cached_tokens=output.num_cached_tokens,
+                    seconds=each,
+                    reasoning=split.reasoning,
+                    reasoning_unclosed=not split.closed,
+                )
+            )
         self.stats.add(completions, seconds)
         return completions
 

@@ -117,10 +117,11 @@ def test_each_choice_rule_picks_the_option_its_rule_ranks_first(smollm, monkeypa
 
 def test_a_bad_choice_rule_or_options_it_cannot_tell_apart_are_refused(smollm, monkeypatch):
     from gamut_hf.backends.base import DEFAULT_OPTIONS, model_fingerprint
-
     from gamut_hf.backends.options import OptionError
 
-    with pytest.raises(OptionError, match="option choice_rule='vote': Input should be 'summed', 'mean' or 'first_token'"):
+    with pytest.raises(
+        OptionError, match="option choice_rule='vote': Input should be 'summed', 'mean' or 'first_token'"
+    ):
         load_backend("transformers", "smollm2-135m", choice_rule="vote")
     monkeypatch.setattr(smollm, "choice_rule", "first_token")
     with pytest.raises(BackendError, match="first tokens differ"):

@@ -1,0 +1,75 @@
+"""Backend options: each backend declares what it accepts, and a command refuses anything else
+when it starts, in one line, before a model loads or a folder is made."""
+
+from __future__ import annotations
+
+import inspect
+from importlib import import_module
+
+import pytest
+
+from gamut_hf.backends import BACKENDS
+from gamut_hf.backends.options import BACKEND_OPTIONS, OptionError, check_options
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_each_backend_takes_exactly_its_declared_options(backend):
+    if backend == "vllm":
+        from vllm_support import require_vllm
+
+        require_vllm()
+    module_name, class_name = BACKENDS[backend].split(":")
+    constructor = inspect.signature(getattr(import_module(module_name), class_name).__init__)
+    keywords = {
+        name: parameter.default
+        for name, parameter in constructor.parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    assert not [p for p in constructor.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    declared = BACKEND_OPTIONS[backend].model_fields
+    assert set(keywords) == set(declared)
+    assert {name: keywords[name] for name in declared} == {name: field.default for name, field in declared.items()}
+
+
+@pytest.mark.parametrize(
+    ("backend", "options", "message"),
+    [
+        ("transformers", {"bogus": 1}, "the transformers backend has no option 'bogus'; it accepts: device, dtype,"),
+        ("openai", {"max_pixels": 5}, "the openai backend has no option 'max_pixels'; it accepts: base_url,"),
+        ("openai", {"timeout": "abc"}, "option timeout='abc': Input should be a valid number"),
+        ("vllm", {"block_size": "16"}, "option block_size='16': Input should be a valid integer"),
+        ("vllm", {"gpu_memory_utilization": 1.5}, "option gpu_memory_utilization=1.5: Input should be less than"),
+        ("transformers", {"choice_rule": "vote"}, "option choice_rule='vote': Input should be 'summed', 'mean'"),
+    ],
+)
+def test_an_unknown_or_mistyped_option_is_one_line_naming_it(backend, options, message):
+    with pytest.raises(OptionError) as refused:
+        check_options(backend, options)
+    assert str(refused.value).startswith(message) or message in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_good_options_pass():
+    check_options("vllm", {"block_size": 16, "enforce_eager": True, "max_pixels": 1_048_576})
+    check_options("openai", {"timeout": 30, "base_urls": ["http://127.0.0.1:8000/v1"], "structured": "vllm"})
+    check_options("transformers", {"max_pixels": 65_536, "choice_rule": "mean", "device": "cpu"})
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--judge-option", "bogus=1"], "the transformers backend has no option 'bogus'"),
+        (["--model-option", "max_pixels=5", "--backend", "openai"], "the openai backend has no option 'max_pixels'"),
+        (
+            ["--judge-backend", "openai", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-option", "timeout=abc"],
+            "the openai backend's option timeout='abc': Input should be a valid number",
+        ),
+    ],
+)
+def test_gamut_run_refuses_a_bad_option_before_anything_runs(gamut, tmp_path, extra, message):
+    """A judge option that would fail after an hour of generation fails at once, leaving no folder."""
+    out = tmp_path / "run"
+    result = gamut("run", "--out", out, "--limit", "1", *extra)
+    assert result.code == 2, result.err
+    assert result.err.startswith(f"gamut: {message}") and result.err.count("\n") == 1
+    assert not out.exists()
