@@ -375,7 +375,7 @@ def _gemma3(folder: Path) -> None:
         num_key_value_heads=1,
         head_dim=32,
         query_pre_attn_scalar=32,
-        sliding_window=512,
+        sliding_window=1024,
         layer_types=["sliding_attention", "full_attention"],
         max_position_embeddings=131072,
         pad_token_id=tokenizer.pad_token_id,
