@@ -184,10 +184,10 @@ def _qwen_template(default_system: str | None) -> str:
     return QWEN_TEMPLATE.replace(" and DEFAULT_SYSTEM", "").replace("DEFAULT_SYSTEM", default_system)
 
 
-def _qwen_tokenizer(folder: Path) -> Any:
+def _qwen_tokenizer(folder: Path, special: list[str] = QWEN_SPECIAL) -> Any:
     return _save_tokenizer(
         folder,
-        _bpe(QWEN_SPECIAL),
+        _bpe(special),
         "Qwen2Tokenizer",
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
@@ -224,7 +224,7 @@ def _qwen_text(tokenizer: Any, **extra: Any) -> dict[str, Any]:
 
 def _qwen3_vl(folder: Path, *, moe: bool) -> None:
     from transformers import (
-        Qwen2VLImageProcessorFast,
+        Qwen2VLImageProcessor,
         Qwen3VLConfig,
         Qwen3VLForConditionalGeneration,
         Qwen3VLMoeConfig,
@@ -263,7 +263,7 @@ def _qwen3_vl(folder: Path, *, moe: bool) -> None:
         _save_model(folder, Qwen3VLForConditionalGeneration, config, tokenizer.eos_token_id)
     # Qwen3-VL's image processor: 16-pixel patches merged 2x2 (32x32 pixels a token), between
     # 64 and 16,384 tokens a photo by default, as released.
-    image_processor = Qwen2VLImageProcessorFast(
+    image_processor = Qwen2VLImageProcessor(
         patch_size=16,
         merge_size=2,
         temporal_patch_size=2,
@@ -277,6 +277,77 @@ def _qwen3_vl(folder: Path, *, moe: bool) -> None:
         tokenizer=tokenizer,
         video_processor=video_processor,
         chat_template=_qwen_template(None),
+    ).save_pretrained(folder)
+
+
+# Qwen2.5-VL's special tokens (no <think>: not a thinking model).
+QWEN2_5_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+
+
+def _qwen2_5_vl(folder: Path) -> None:
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLProcessor,
+        Qwen2VLImageProcessor,
+        Qwen2VLVideoProcessor,
+    )
+
+    tokenizer = _qwen_tokenizer(folder, QWEN2_5_SPECIAL)
+    # Qwen2.5-VL's window-attention ViT, tiny: 14-pixel patches merged 2x2, windows of 112
+    # pixels except in the full-attention blocks.
+    vision = dict(
+        depth=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,
+        out_hidden_size=64,
+        patch_size=14,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        window_size=112,
+        fullatt_block_indexes=[1],
+        tokens_per_second=2,
+    )
+    text = _qwen_text(tokenizer, bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"))
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_qwen_ids(tokenizer))
+    # As released: <|im_end|> then <|endoftext|> end a turn.
+    eos = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|endoftext|>")]
+    _save_model(folder, Qwen2_5_VLForConditionalGeneration, config, eos)
+    # As released: 28x28 pixels a token, 4 to 16,384 tokens a photo (min/max_pixels 3,136 and
+    # 12,845,056), CLIP's normalisation; a 512x512 photo is resized to 504x504, 18x18 tokens.
+    clip_mean, clip_std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=14,
+        merge_size=2,
+        temporal_patch_size=2,
+        size={"shortest_edge": 3136, "longest_edge": 12_845_056},
+        image_mean=clip_mean,
+        image_std=clip_std,
+    )
+    video_processor = Qwen2VLVideoProcessor(
+        patch_size=14, merge_size=2, temporal_patch_size=2, image_mean=clip_mean, image_std=clip_std
+    )
+    Qwen2_5_VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=_qwen_template("You are a helpful assistant."),
     ).save_pretrained(folder)
 
 
@@ -441,6 +512,12 @@ FAMILIES: dict[str, Family] = {
             "Qwen3VLMoeForConditionalGeneration",
             "Qwen3-VL MoE (235B-A22B; the 30B-A3B judge)",
             lambda folder: _qwen3_vl(folder, moe=True),
+        ),
+        Family(
+            "qwen2_5_vl",
+            "Qwen2_5_VLForConditionalGeneration",
+            "Qwen2.5-VL (3B, 7B, 32B, 72B)",
+            _qwen2_5_vl,
         ),
         Family(
             "gemma3",
