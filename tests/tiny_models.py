@@ -51,12 +51,15 @@ def _corpus() -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def _bpe(special: list[str], *, sentencepiece: bool = False, prefix_space: bool = True) -> Any:
+def _bpe(
+    special: list[str], *, sentencepiece: bool = False, prefix_space: bool = True, split: str | None = None
+) -> Any:
     """A BPE ``tokenizers.Tokenizer`` trained on the corpus, with ``special`` as special tokens:
-    byte-level (GPT-2 style: Qwen, Llama, SmolLM) or, with ``sentencepiece``, Metaspace with byte
+    byte-level (GPT-2 style: Qwen, Llama, SmolLM; ``split``, a regex, splits words first as
+    tiktoken-style tokenizers do, Llama 3 and 4) or, with ``sentencepiece``, Metaspace with byte
     fallback (Gemma, Llama 2, Mistral; ``prefix_space=False`` for Gemma, whose SentencePiece model
     adds no dummy prefix)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     if sentencepiece:
         tokenizer = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
@@ -74,7 +77,15 @@ def _bpe(special: list[str], *, sentencepiece: bool = False, prefix_space: bool 
         )
     else:
         tokenizer = Tokenizer(models.BPE())
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        if split is None:
+            tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        else:
+            tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+                [
+                    pre_tokenizers.Split(Regex(split), behavior="isolated", invert=False),
+                    pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False),
+                ]
+            )
         tokenizer.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
             vocab_size=VOCAB_SIZE,
@@ -498,6 +509,149 @@ def _gemma3(folder: Path) -> None:
     ).save_pretrained(folder)
 
 
+# -- Llama 4 (Scout, Maverick) and Llama 3.2 Vision (11B, 90B) ------------------------------------
+
+# The word-splitting regexes of Meta's tiktoken-style tokenizers (Llama 3's; Llama 4's is o200k's).
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+"
+)
+LLAMA4_SPLIT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def _meta_tokenizer(folder: Path, special: list[str], split: str, **config: Any) -> Any:
+    """A Meta-release tokenizer: byte-level BPE saved as PreTrainedTokenizerFast, whose
+    post-processor puts <|begin_of_text|> first (as the released tokenizer.json does)."""
+    from tokenizers import processors
+
+    bpe = _bpe(special, split=split)
+    bos = "<|begin_of_text|>"
+    bos_id = bpe.token_to_id(bos)
+    bpe.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(
+                single=f"{bos}:0 $A:0", pair=f"{bos}:0 $A:0 {bos}:1 $B:1", special_tokens=[(bos, bos_id)]
+            ),
+        ]
+    )
+    return _save_tokenizer(folder, bpe, "PreTrainedTokenizerFast", bos_token=bos, **config)
+
+
+LLAMA4_SPECIAL = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|header_start|>",
+    "<|header_end|>",
+    "<|eom|>",
+    "<|eot|>",
+    "<|step|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "<|finetune_right_pad|>",
+    "<|image_start|>",
+    "<|image_end|>",
+    "<|image|>",
+    "<|patch|>",
+    "<|tile_x_separator|>",
+    "<|tile_y_separator|>",
+]
+
+
+def _llama4(folder: Path) -> None:
+    from transformers import Llama4Config, Llama4ForConditionalGeneration, Llama4ImageProcessor, Llama4Processor
+    from transformers.models.llama4.processing_llama4 import chat_template as llama4_template
+
+    tokenizer = _meta_tokenizer(
+        folder,
+        LLAMA4_SPECIAL,
+        LLAMA4_SPLIT,
+        eos_token="<|eot|>",
+        pad_token="<|finetune_right_pad|>",
+        model_max_length=10_485_760,
+    )
+    ids = tokenizer.convert_tokens_to_ids
+    # As released: <|end_of_text|>, <|eom|> and <|eot|> end a turn.
+    eos = [ids("<|end_of_text|>"), ids("<|eom|>"), ids("<|eot|>")]
+    # Scout's text model, tiny: every layer a mixture of experts (top-1 of 4, sigmoid-gated, plus
+    # a shared expert), QK-norm, chunked attention with RoPE in one layer and a NoPE global one,
+    # Llama 3 RoPE scaling. Expert width unlike the hidden size, so a transposed expert cannot load.
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=32,
+        intermediate_size_mlp=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        num_local_experts=4,
+        num_experts_per_tok=1,
+        interleave_moe_layer_step=1,
+        no_rope_layer_interval=2,
+        attention_chunk_size=8192,
+        use_qk_norm=True,
+        max_position_embeddings=131072,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500_000.0,
+            "factor": 16.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192,
+        },
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    # Its vision encoder, tiny: 112-pixel tiles (the real one: 336) in 14-pixel patches, pixel
+    # shuffle 0.5: 16 tokens a tile (the real one: 144).
+    vision = dict(
+        hidden_size=64,
+        intermediate_size=256,  # 4x hidden: the pixel shuffle's output feeds the adapter's fc1
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=112,
+        patch_size=14,
+        pixel_shuffle_ratio=0.5,
+        projector_input_dim=64,
+        projector_output_dim=64,
+        vision_output_dim=64,
+    )
+    config = Llama4Config(
+        text_config=text,
+        vision_config=vision,
+        boi_token_index=ids("<|image_start|>"),
+        eoi_token_index=ids("<|image_end|>"),
+        image_token_index=ids("<|patch|>"),
+    )
+    _save_model(folder, Llama4ForConditionalGeneration, config, eos)
+    # Tiles as released (up to max_patches tiles of the best-fitting canvas, plus a global one),
+    # tiny: up to 4 tiles of 112 pixels, so a 512x512 photo is 2x2 tiles + the global one, 5 x 16
+    # <|patch|> tokens.
+    image_processor = Llama4ImageProcessor(
+        size={"height": 112, "width": 112},
+        max_patches=4,
+        resize_to_max_canvas=False,
+        image_mean=[0.5, 0.5, 0.5],
+        image_std=[0.5, 0.5, 0.5],
+    )
+    Llama4Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=14,
+        pixel_shuffle_ratio=0.5,
+        chat_template=llama4_template,
+    ).save_pretrained(folder)
+
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
@@ -524,6 +678,12 @@ FAMILIES: dict[str, Family] = {
             "Gemma3ForConditionalGeneration",
             "Gemma 3 (4B, 12B, 27B)",
             _gemma3,
+        ),
+        Family(
+            "llama4",
+            "Llama4ForConditionalGeneration",
+            "Llama 4 (Scout 17B-16E, Maverick 17B-128E)",
+            _llama4,
         ),
     )
 }
