@@ -22,7 +22,7 @@ class FakeEndpoint:
     "hang", "garbage", "bare", "sleep:<seconds>", "ok"); once the list is used up the last entry repeats.
     """
 
-    def __init__(self, delay: float = 0.0, responder: Callable[[dict], str] | None = None):
+    def __init__(self, delay: float = 0.0, responder: Callable[[dict], str | dict] | None = None):
         self.delay = delay
         # What an "ok" answer says, from the request body (default: echo:<user text>).
         self.responder = responder
@@ -118,6 +118,10 @@ class FakeEndpoint:
                     )
                 time.sleep(float(action.partition(":")[2]) if action.startswith("sleep") else endpoint.delay)
                 content = endpoint.responder(body) if endpoint.responder else f"echo:{text}"
+                # A responder may give the message's fields instead of its text: content,
+                # reasoning_content or reasoning (as reasoning servers send), finish_reason.
+                message = {"role": "assistant", **(content if isinstance(content, dict) else {"content": content})}
+                finish_reason = message.pop("finish_reason", "stop")
                 return (
                     200,
                     {
@@ -125,9 +129,7 @@ class FakeEndpoint:
                         "object": "chat.completion",
                         "created": 0,
                         "model": "fake",
-                        "choices": [
-                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
-                        ],
+                        "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
                         "usage": {
                             "prompt_tokens": len(text),
                             "completion_tokens": 3,

@@ -22,7 +22,7 @@ from gamut_hf.core.rubric import (
 from gamut_hf.core.scorer import ScoreParams
 from gamut_hf.errors import first_problem
 from gamut_hf.evaluation.config import EMBEDDED_MAX_TOKENS
-from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESULTS_FILE
+from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESULTS_FILE, unclosed_line
 from gamut_hf.files import read_json
 
 if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
@@ -251,6 +251,8 @@ def print_summary(results: RunResults, out: str) -> None:
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
     click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
+    if results.unclosed_reasoning:
+        click.echo(f"  {unclosed_line(results.unclosed_reasoning)}; judged as empty answers")
     if results.score_params != ScoreParams():
         params = results.score_params
         weights = ",".join(f"{w:g}" for w in params.tier_weights.values())

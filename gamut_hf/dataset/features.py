@@ -121,11 +121,14 @@ DETAILS_FEATURES = Features(
     }
 )
 
-# responses.parquet: the candidate's answer to each question of a run (what the judge read).
+# responses.parquet: the candidate's answer to each question of a run (what the judge read),
+# and a thinking candidate's reasoning beside it (never shown to the judge; null without one;
+# absent from folders written before it was kept).
 RESPONSES_FEATURES = Features(
     {
         "question_id": Value("string"),
         "response": Value("string"),
         "error": Value("string"),
+        "reasoning": Value("string"),
     }
 )

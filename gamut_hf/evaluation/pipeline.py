@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from gamut_hf.evaluation.judge import (
     judge_request,
     parse_verdict,
 )
-from gamut_hf.evaluation.run_folder import RunResults, StageReport, write_outputs
+from gamut_hf.evaluation.run_folder import RunResults, StageReport, unclosed_line, write_outputs
 from gamut_hf.evaluation.source import PlannedQuestion, Questions, QuestionSource
 from gamut_hf.evaluation.store import (
     RunStore,
@@ -102,6 +102,7 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
     report.done_before = len(done)
     if len(done) == len(keys):
         echo(report.line("answers"))
+        _echo_unclosed(stored.values(), echo)
         return report
     backend = config.candidate.load()
     size = config.batch_size or backend.default_batch_size
@@ -127,6 +128,9 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
                         "prompt_tokens": c.prompt_tokens,
                         "completion_tokens": c.completion_tokens,
                         "seconds": c.seconds,
+                        # Kept apart: the judge reads the response only.
+                        "reasoning": c.reasoning,
+                        "reasoning_unclosed": c.reasoning_unclosed,
                     }
                     for (q, k), c in zip(todo, completions, strict=True)
                 )
@@ -138,7 +142,14 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
         report.seconds = time.perf_counter() - started
         backend.close()
     echo(report.line("answers"))
+    _echo_unclosed(store.generations(keys).values(), echo)
     return report
+
+
+def _echo_unclosed(generations: Iterable[StoredGeneration], echo: Echo) -> None:
+    count = sum(g.error is None and g.reasoning_unclosed for g in generations)
+    if count:
+        echo(f"generate: {unclosed_line(count)}")
 
 
 def import_answers(config: RunConfig, source: Questions, store: RunStore, responses: Mapping[str, str]) -> int:
@@ -383,6 +394,8 @@ def score(
             )
         per_question.append((q.checks, outcomes))
     run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
+    by_question = {g.question_id: g for g in generations.values()}
+    answered = [by_question[q.id] for q in questions if q.id in by_question]
     results = RunResults(
         model=config.candidate.fingerprint(),
         judge=config.judge.fingerprint(),
@@ -393,15 +406,15 @@ def score(
         score_params=params,
         judge_errors=judge_errors,
         unfinished_checks=unfinished,
+        unclosed_reasoning=sum(g.error is None and g.reasoning_unclosed for g in answered),
         usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
         stages=list(stages),
     )
-    by_question = {g.question_id: g for g in generations.values()}
-    answered = [by_question[q.id] for q in questions if q.id in by_question]
     responses: dict[str, list[Any]] = {
         "question_id": [g.question_id for g in answered],
         "response": [g.response for g in answered],
         "error": [g.error for g in answered],
+        "reasoning": [g.reasoning for g in answered],
     }
     return write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
 

@@ -73,6 +73,11 @@ class StageReport(BaseModel):
         return text
 
 
+def unclosed_line(count: int) -> str:
+    """What a run says of answers left empty by a reasoning that never closed."""
+    return f"{count} answer{'s' if count != 1 else ''} empty: reasoning cut by max_tokens (raise --max-tokens)"
+
+
 class FileDigest(BaseModel):
     """What results.json records of a table it was written with."""
 
@@ -97,6 +102,9 @@ class RunResults(BaseModel):
     score_params: ScoreParams = DEFAULT_SCORE_PARAMS
     judge_errors: int
     unfinished_checks: int
+    # Answers left empty because the candidate's reasoning never closed (cut by max_tokens);
+    # judged like any empty answer. Absent (0) in folders written before it was counted.
+    unclosed_reasoning: int = 0
     usage: dict[str, dict[str, int | float]]
     stages: list[StageReport] = Field(default_factory=list)
     files: dict[str, FileDigest] = Field(default_factory=dict, description="file name -> its size and sha256")
@@ -122,6 +130,8 @@ def write_outputs(
 
     folder = Path(out)
     digests = {}
+    if "reasoning" not in responses:  # a candidate without reasoning (a submission, a simulation)
+        responses = {**responses, "reasoning": [None] * len(responses["question_id"])}
     for name, columns, features in (
         (DETAILS_FILE, details, DETAILS_FEATURES),
         (RESPONSES_FILE, responses, RESPONSES_FEATURES),

@@ -31,7 +31,9 @@ CREATE TABLE IF NOT EXISTS generations (
     response TEXT NOT NULL,
     error TEXT,
     prompt_tokens INTEGER, completion_tokens INTEGER, seconds REAL,
-    session TEXT NOT NULL, created_at REAL NOT NULL
+    session TEXT NOT NULL, created_at REAL NOT NULL,
+    reasoning TEXT,
+    reasoning_unclosed INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS verdicts (
     key TEXT PRIMARY KEY,
@@ -59,6 +61,14 @@ CREATE TABLE IF NOT EXISTS questions (
 CREATE TABLE IF NOT EXISTS run_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+# Columns added since the first stores: a store made before gets them on opening (old rows
+# read as NULL, or the default). A thinking candidate's reasoning is kept apart from its
+# response, which is what the judge reads; reasoning_unclosed marks a reasoning cut by
+# max_tokens, which left the response empty.
+ADDED_COLUMNS = {
+    "generations": (("reasoning", "TEXT"), ("reasoning_unclosed", "INTEGER NOT NULL DEFAULT 0")),
+}
+
 
 def has_store(folder: str | Path) -> bool:
     return (Path(folder) / STORE_FILE).is_file()
@@ -79,6 +89,8 @@ class StoredGeneration:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float | None = None
+    reasoning: str | None = None  # never shown to the judge
+    reasoning_unclosed: bool = False  # the reasoning never closed: response is ""
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,19 @@ class RunStore:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        for table, columns in ADDED_COLUMNS.items():
+            present = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns:
+                if name in present:
+                    continue
+                try:
+                    self.db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+                except sqlite3.OperationalError as error:  # another process added it first
+                    if "duplicate column" not in str(error):
+                        raise
 
     def close(self) -> None:
         self.db.close()
@@ -178,19 +203,30 @@ class RunStore:
 
     def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
         rows = self._where_key_in(
-            "SELECT key, question_id, response, error, prompt_tokens, completion_tokens, seconds FROM generations WHERE",
+            "SELECT key, question_id, response, error, prompt_tokens, completion_tokens, seconds, reasoning,"
+            " reasoning_unclosed FROM generations WHERE",
             keys,
         )
-        return {row[0]: StoredGeneration(*row) for row in rows}
+        generations = {}
+        for key, question_id, response, error, prompt, completion, seconds, reasoning, unclosed in rows:
+            generations[key] = StoredGeneration(
+                key, question_id, response, error, prompt, completion, seconds, reasoning, bool(unclosed)
+            )
+        return generations
 
     def add_generations(self, rows: Iterable[dict[str, Any]]) -> None:
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
             self.db.executemany(
-                "INSERT OR REPLACE INTO generations VALUES (:key, :question_id, :variant, :model, :response, :error,"
-                " :prompt_tokens, :completion_tokens, :seconds, :session, :created_at)",
-                [{"session": self.session, "created_at": now, **row} for row in rows],
+                "INSERT OR REPLACE INTO generations (key, question_id, variant, model, response, error, prompt_tokens,"
+                " completion_tokens, seconds, session, created_at, reasoning, reasoning_unclosed) VALUES (:key,"
+                " :question_id, :variant, :model, :response, :error, :prompt_tokens, :completion_tokens, :seconds,"
+                " :session, :created_at, :reasoning, :reasoning_unclosed)",
+                [
+                    {"session": self.session, "created_at": now, "reasoning": None, "reasoning_unclosed": False, **row}
+                    for row in rows
+                ],
             )
 
     # -- verdicts -------------------------------------------------------------------------

@@ -79,6 +79,38 @@ def test_request_fields_are_sent_greedy_with_system_and_max_tokens(endpoint):
     assert endpoint.headers[0]["authorization"] == "Bearer EMPTY"  # loopback without a key
 
 
+THINKING = {
+    # vllm serve --reasoning-parser (older releases, DeepSeek's API): reasoning_content beside the answer
+    "parsed": {"reasoning_content": "Let me think. 2+2=4.", "content": "Four."},
+    # newer vLLM and OpenRouter name the field reasoning
+    "parsed-new": {"reasoning": "Let me think. 2+2=4.", "content": "Four."},
+    # no parser on the server: the tags are in the content (the template opened the first one)
+    "tagged": {"content": "<think>\nLet me think. 2+2=4.\n</think>\n\nFour."},
+    "opened": {"content": "Let me think. 2+2=4.\n</think>\n\nFour."},
+    # cut by max_tokens while reasoning: no content at all
+    "cut": {"reasoning_content": "Let me think. 2+2=4.", "content": None, "finish_reason": "length"},
+    "plain": {"content": "Four."},
+}
+
+
+def test_a_thinking_models_reasoning_is_kept_apart_from_its_answer():
+    server = FakeEndpoint(responder=lambda body: THINKING[user_text(body)])
+    try:
+        completions = dict(zip(THINKING, backend(server.url).complete(ask(*THINKING)), strict=True))
+    finally:
+        server.stop()
+    for name in ("parsed", "parsed-new", "tagged", "opened"):
+        completion = completions[name]
+        assert (completion.text, completion.reasoning, completion.reasoning_unclosed) == (
+            "Four.",
+            "Let me think. 2+2=4.",
+            False,
+        ), name
+    cut = completions["cut"]
+    assert (cut.text, cut.reasoning, cut.reasoning_unclosed, cut.error) == ("", "Let me think. 2+2=4.", True, None)
+    assert (completions["plain"].text, completions["plain"].reasoning) == ("Four.", None)
+
+
 def test_api_key_comes_from_the_named_variable(endpoint, monkeypatch):
     monkeypatch.setenv("MY_SERVER_KEY", "sk-local")
     backend(endpoint.url, api_key_env="MY_SERVER_KEY").complete(ask("hi"))

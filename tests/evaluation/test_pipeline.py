@@ -204,6 +204,82 @@ def test_failed_answers_are_retried_by_the_next_run(gamut, endpoint, tmp_path):
     assert results["score"]["gamut"] == pytest.approx(expected_gamut(limit=2), abs=1e-9)
 
 
+def test_a_thinking_candidates_reasoning_is_stored_apart_and_never_shown_to_the_judge(gamut, tmp_path):
+    questions = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))[:3]
+    tagged, parsed, cut = (q.text_question for q in questions)
+
+    def secret(text: str) -> str:
+        return f"SECRET-REASONING about {text.split()[3]}"
+
+    def thinking(body: dict) -> str | dict:
+        text = user_text(body)
+        if is_judging(body):
+            return scripted(body)
+        reasoning = secret(text)
+        if text == tagged:  # a server without a reasoning parser: the tags are in the content
+            return {"content": f"<think>\n{reasoning}\n</think>\n\nAn answer to: {text}"}
+        if text == parsed:  # vllm serve --reasoning-parser
+            return {"reasoning_content": reasoning, "content": f"An answer to: {text}"}
+        assert text == cut  # cut by max_tokens while thinking
+        return {"reasoning_content": reasoning, "content": None, "finish_reason": "length"}
+
+    server = FakeEndpoint(responder=thinking)
+    try:
+        out = tmp_path / "run"
+        generated = api_run(gamut, "generate", out, server.url, "--limit", "3", "--variant", "text_only")
+        assert generated.code == 0, generated.err
+        assert "generate: 1 answer empty: reasoning cut by max_tokens (raise --max-tokens)" in generated.err
+        done = api_run(gamut, "run", out, server.url)
+        assert done.code == 0, done.err
+    finally:
+        server.stop()
+
+    rows = sqlite3.connect(out / "store.sqlite").execute(
+        "SELECT question_id, response, reasoning, reasoning_unclosed FROM generations"
+    )
+    stored = {qid: (response, reasoning, unclosed) for qid, response, reasoning, unclosed in rows}
+    first, second, third = (stored[q.id] for q in questions)
+    assert first == (f"An answer to: {tagged}", secret(tagged), 0)
+    assert second == (f"An answer to: {parsed}", secret(parsed), 0)
+    assert third == ("", secret(cut), 1)
+
+    # The judge saw every check of the three answers, the empty one too, and never a reasoning.
+    judgings = [b for b in server.bodies if is_judging(b)]
+    assert len(judgings) == sum(len(q.checks) for q in questions)
+    assert not any("SECRET" in json.dumps(b) for b in judgings)
+    empty = [b for b in judgings if user_text(b).startswith(f"Question: {cut}\n")]
+    assert len(empty) == len(questions[2].checks) and all("An answer to" not in user_text(b) for b in empty)
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["unclosed_reasoning"] == 1
+    assert results["score"]["gamut"] == pytest.approx(expected_gamut(limit=3), abs=1e-9)
+    assert "1 answer empty: reasoning cut by max_tokens (raise --max-tokens); judged as empty answers" in done.out
+    responses = datasets.Dataset.from_parquet(str(out / "responses.parquet")).to_list()
+    by_id = {row["question_id"]: row for row in responses}
+    assert [(by_id[q.id]["response"], by_id[q.id]["reasoning"]) for q in questions] == [
+        (response, reasoning) for response, reasoning, _ in (first, second, third)
+    ]
+
+
+def test_a_store_from_before_reasoning_was_kept_is_read_and_scored(gamut, endpoint, tmp_path):
+    assert api_run(gamut, "run", tmp_path / "run", endpoint.url, "--limit", "2", "--variant", "text_only").code == 0
+    before = json.loads((tmp_path / "run" / "results.json").read_text())["score"]
+    db = sqlite3.connect(tmp_path / "run" / "store.sqlite")
+    db.execute("ALTER TABLE generations DROP COLUMN reasoning")
+    db.execute("ALTER TABLE generations DROP COLUMN reasoning_unclosed")
+    db.commit()
+    db.close()
+    endpoint.stop()
+    rescored = gamut("score", tmp_path / "run")
+    assert rescored.code == 0, rescored.err
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["score"] == before and results["unclosed_reasoning"] == 0
+    columns = [
+        row[1] for row in sqlite3.connect(tmp_path / "run" / "store.sqlite").execute("PRAGMA table_info(generations)")
+    ]
+    assert columns[-2:] == ["reasoning", "reasoning_unclosed"]
+
+
 def test_shards_merge_into_one_run_and_conflicts_are_refused(gamut, endpoint, tmp_path):
     for index in (0, 1):
         shard = api_run(gamut, "run", tmp_path / f"shard{index}", endpoint.url, "--limit", "5", "--shard", f"{index}/2")

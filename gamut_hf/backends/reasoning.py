@@ -1,0 +1,114 @@
+"""A thinking model's reasoning, split from its answer.
+
+Thinking models (Qwen3 and Qwen3-VL Thinking, DeepSeek-R1, ...) write a reasoning between
+``<think>`` and ``</think>`` before the answer; many chat templates end the prompt with the
+opening tag, so only the closing one is generated. The judge grades the answer alone, so every
+backend splits a candidate's output here and keeps the reasoning apart:
+
+* by token ids (:func:`split_token_ids`) where the tags are single tokens of the tokenizer: they
+  are often special tokens, which decoding with ``skip_special_tokens`` drops, so the split must
+  come before the decoding;
+* by text (:func:`split_text`) otherwise, and for servers that answer with text only.
+
+No tag: the whole output is the answer and there is no reasoning. A reasoning that never closes
+(cut by max_tokens) leaves an empty answer, with ``closed`` False, so a run can count such
+answers instead of grading a reasoning as if it were the answer.
+
+Pure: nothing here imports torch or a tokenizer library; a tokenizer is any object with the
+``convert_tokens_to_ids``, ``convert_ids_to_tokens`` and ``decode`` of transformers' (vLLM's
+tokenizers have them too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+# How many of the prompt's last tokens are searched for an opening tag left open by the chat
+# template ("<|im_start|>assistant\n<think>\n"); further back it is the user's text, not a template's.
+PROMPT_TAIL_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Split:
+    """An output split into what a user would call the answer and the reasoning before it."""
+
+    answer: str
+    reasoning: str | None = None  # None: the output had no reasoning
+    closed: bool = True  # False: the reasoning never closed (cut by max_tokens), so answer is ""
+
+
+def split_text(text: str, *, opened: bool = False) -> Split:
+    """Split a decoded output at its first ``</think>``. ``<think>`` at the start is optional,
+    and implied by ``opened`` (the prompt ended with it). No tag: ``text`` is the answer, as is."""
+    head = text.lstrip()
+    if head.startswith(THINK_OPEN):
+        text, opened = head[len(THINK_OPEN) :], True
+    reasoning, closed, answer = text.partition(THINK_CLOSE)
+    if closed:
+        return Split(answer.strip(), reasoning.strip())
+    if opened:
+        return Split("", text.strip(), closed=False)
+    return Split(text)
+
+
+def _single_token(tokenizer: Any, tag: str) -> int | None:
+    try:
+        token_id = tokenizer.convert_tokens_to_ids(tag)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if not isinstance(token_id, int) or token_id < 0:
+        return None
+    # An unknown token maps to the unknown token's id (or 0): it must map back to the tag.
+    return token_id if tokenizer.convert_ids_to_tokens([token_id]) == [tag] else None
+
+
+def think_token_ids(tokenizer: Any) -> tuple[int | None, int] | None:
+    """The ids of ``<think>`` (None if it is not one token) and ``</think>``, where ``</think>``
+    is a single token of ``tokenizer``; None where it is not (the text-level split applies)."""
+    close = _single_token(tokenizer, THINK_CLOSE)
+    return None if close is None else (_single_token(tokenizer, THINK_OPEN), close)
+
+
+def _blank(tokenizer: Any, ids: Sequence[int]) -> bool:
+    return not ids or not tokenizer.decode(list(ids), skip_special_tokens=True).strip()
+
+
+def split_token_ids(
+    ids: Sequence[int], tokenizer: Any, *, prompt_ids: Sequence[int] = (), text: str | None = None
+) -> Split:
+    """Split generated token ids (the end-of-turn token already removed or special) at the first
+    ``</think>`` token, then decode each part with ``skip_special_tokens``.
+
+    ``prompt_ids``: the prompt, whose last tokens tell whether the chat template opened the
+    reasoning. ``text``: the output as the engine decoded it, the answer where no reasoning is
+    found (saves a decode and keeps the engine's detokenization). Where ``</think>`` is not one
+    token, the decoded text is split instead.
+    """
+    ids = list(ids)
+    tags = think_token_ids(tokenizer)
+    if tags is None:
+        tail = tokenizer.decode(list(prompt_ids[-PROMPT_TAIL_TOKENS:])) if prompt_ids else ""
+        opened = tail.rstrip().endswith(THINK_OPEN)
+        decoded = text if text is not None else tokenizer.decode(ids, skip_special_tokens=True)
+        return split_text(decoded, opened=opened)
+    open_id, close_id = tags
+    tail = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
+    opened = False
+    if open_id is not None and open_id in tail:
+        last = len(tail) - 1 - tail[::-1].index(open_id)
+        opened = close_id not in tail[last:] and _blank(tokenizer, tail[last + 1 :])
+    if open_id is not None and open_id in ids:
+        start = ids.index(open_id)
+        if _blank(tokenizer, ids[:start]):  # an opening tag at the start (after blanks) only
+            ids, opened = ids[start + 1 :], True
+    if close_id in ids:
+        end = ids.index(close_id)
+        answer = tokenizer.decode(ids[end + 1 :], skip_special_tokens=True).strip()
+        return Split(answer, tokenizer.decode(ids[:end], skip_special_tokens=True).strip())
+    if opened:
+        return Split("", tokenizer.decode(ids, skip_special_tokens=True).strip(), closed=False)
+    return Split(text if text is not None else tokenizer.decode(ids, skip_special_tokens=True))
