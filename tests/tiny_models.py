@@ -652,6 +652,101 @@ def _llama4(folder: Path) -> None:
     ).save_pretrained(folder)
 
 
+# -- SmolVLM (SmolVLM2 256M, 500M, 2.2B; Idefics3's image splitting) ------------------------------
+
+SMOLVLM_SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<fake_token_around_image>",
+    "<image>",
+    "<end_of_utterance>",
+    "<global-img>",
+    *(f"<row_{row}_col_{col}>" for row in range(1, 7) for col in range(1, 7)),
+    "<video>",
+]
+# SmolVLM's template as released ("User:<image>...<end_of_utterance>\nAssistant:", one
+# <|im_start|> before it all; a role's colon takes no space before an image), which also takes a
+# content given as a plain string.
+SMOLVLM_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}"
+    "{% if message['content'] is string %}{{ ': ' + message['content'] }}"
+    "{% else %}{% if message['content'][0]['type'] == 'image' %}{{ ':' }}{% else %}{{ ': ' }}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{ line['text'] }}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% elif line['type'] == 'video' %}{{ '<video>' }}{% endif %}"
+    "{% endfor %}{% endif %}<end_of_utterance>\n{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+
+
+def _smolvlm(folder: Path) -> None:
+    from transformers import (
+        SmolVLMConfig,
+        SmolVLMForConditionalGeneration,
+        SmolVLMImageProcessor,
+        SmolVLMProcessor,
+        SmolVLMVideoProcessor,
+    )
+
+    tokenizer = _save_tokenizer(
+        folder,
+        _bpe(SMOLVLM_SPECIAL),
+        "GPT2Tokenizer",
+        bos_token="<|im_start|>",
+        eos_token="<end_of_utterance>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+        model_max_length=8192,
+    )
+    ids = tokenizer.convert_tokens_to_ids
+    eos = tokenizer.eos_token_id
+    # SmolLM2 (Llama) under a SigLIP-style encoder, tiny: 64-pixel images in 8-pixel patches
+    # (8x8), pixel-shuffled by 2: 16 tokens an image piece (SmolVLM2-2.2B: 384 pixels, 14-pixel
+    # patches, scale 3: 81).
+    text = dict(
+        model_type="llama",
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        max_position_embeddings=8192,
+        rope_parameters={"rope_type": "default", "rope_theta": 100_000.0},
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    vision = dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2, image_size=64, patch_size=8
+    )
+    scale_factor = 2
+    config = SmolVLMConfig(
+        text_config=text,
+        vision_config=vision,
+        scale_factor=scale_factor,
+        image_token_id=ids("<image>"),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    _save_model(folder, SmolVLMForConditionalGeneration, config, eos)
+    # Image splitting as released (the photo resized to a longest edge of `size`, cut into
+    # max_image_size squares, plus the whole photo at max_image_size), tiny: 128 and 64 pixels,
+    # so a 512x512 photo is 2x2 pieces + the global one, 5 x 16 <image> tokens.
+    sizes = dict(size={"longest_edge": 128}, max_image_size={"longest_edge": 64})
+    image_processor = SmolVLMImageProcessor(
+        do_image_splitting=True, image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], resample=1, **sizes
+    )
+    video_processor = SmolVLMVideoProcessor(image_mean=[0.5, 0.5, 0.5], image_std=[0.5, 0.5, 0.5], resample=1, **sizes)
+    SmolVLMProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        image_seq_len=(vision["image_size"] // vision["patch_size"]) ** 2 // scale_factor**2,
+        chat_template=SMOLVLM_TEMPLATE,
+    ).save_pretrained(folder)
+
+
 FAMILIES: dict[str, Family] = {
     family.name: family
     for family in (
@@ -684,6 +779,12 @@ FAMILIES: dict[str, Family] = {
             "Llama4ForConditionalGeneration",
             "Llama 4 (Scout 17B-16E, Maverick 17B-128E)",
             _llama4,
+        ),
+        Family(
+            "smolvlm",
+            "SmolVLMForConditionalGeneration",
+            "SmolVLM2 (256M, 500M, 2.2B)",
+            _smolvlm,
         ),
     )
 }
