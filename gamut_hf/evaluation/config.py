@@ -95,9 +95,12 @@ def model_spec(
     extra: dict[str, Any],
     base_urls: tuple[str, ...] = (),
     concurrency: int | None = None,
+    *,
+    checked: bool = True,
 ) -> ModelSpec:
     """``base`` changed by what was given: a new name or backend starts from empty options; options
-    alone are added to ``base``'s; endpoints and concurrency go into the options of an openai model."""
+    alone are added to ``base``'s; endpoints and concurrency go into the options of an openai model.
+    ``checked``: options the backend does not accept are refused (not for a what-if comparison)."""
     extra = dict(extra)
     if base_urls:
         extra["base_url" if len(base_urls) == 1 else "base_urls"] = (
@@ -113,7 +116,8 @@ def model_spec(
         )
     if concurrency is not None and spec.backend == "openai":
         spec = ModelSpec(name=spec.name, backend=spec.backend, options={**spec.options, "concurrency": concurrency})
-    check_options(spec.backend, spec.options)  # now, not when the model loads after another stage
+    if checked:  # now, not when the model loads after another stage
+        check_options(spec.backend, spec.options)
     return spec
 
 
@@ -127,10 +131,10 @@ def stored_run_config(out: str | Path) -> RunConfig | None:
         return stored_config(store)
 
 
-def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None) -> RunConfig:
+def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, checked: bool = True) -> RunConfig:
     """The run's settings: the options given (``None``: not given; model and judge options as
     parsed KEY=VALUE dicts, shard as ``(i, n)``), the rest from ``stored`` (the run in the folder)
-    or the defaults."""
+    or the defaults. ``checked``: backend options are checked against their declarations."""
     selection = [
         flag
         for flag, name in (("--limit", "limit"), ("--question-id", "question_ids"), ("--shard", "shard"))
@@ -147,6 +151,7 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None) -> 
         options["model_options"],
         options["base_urls"],
         options["concurrency"],
+        checked=checked,
     )
     judge = model_spec(
         base.judge,
@@ -155,6 +160,7 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None) -> 
         options["judge_options"],
         options["judge_base_urls"],
         options["concurrency"],
+        checked=checked,
     )
     variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
     fields = {
@@ -210,7 +216,7 @@ RUN_FLAGS = {
 def inherited_settings(options: Mapping[str, Any], config: RunConfig) -> dict[str, str]:
     """The settings taken from the stored run: where ``config`` differs from what the same
     options would give in an empty folder, each (by field) as the option that would set it."""
-    fresh = resolve_run_config(options, None)
+    fresh = resolve_run_config(options, None, checked=False)  # what-if: the same options in an empty folder
     named = {}
     for name, flag in RUN_FLAGS.items():
         value = getattr(config, name)
