@@ -652,6 +652,150 @@ def _llama4(folder: Path) -> None:
     ).save_pretrained(folder)
 
 
+LLAMA3_SPECIAL = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|step_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+    "<|image|>",  # Llama 3.2 Vision's, last: outside the text model's output vocabulary, as released
+]
+# Llama 3.2 Vision Instruct's template: <|begin_of_text|>, header turns ended by <|eot_id|>, a
+# system turn with the knowledge cut-off and today's date, <|image|> where the image goes. The
+# release refuses a system message with an image ("Prompting with images is incompatible with
+# system messages") and trims a system content that is a list as if a string; here a system
+# message is kept with an image, as the judge sends both, and its text is read from either form.
+MLLAMA_TEMPLATE = (
+    "{{- bos_token }}\n"
+    "{%- if not date_string is defined %}\n"
+    "    {%- if strftime_now is defined %}\n"
+    '        {%- set date_string = strftime_now("%d %b %Y") %}\n'
+    "    {%- else %}\n"
+    '        {%- set date_string = "26 Jul 2024" %}\n'
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {%- if messages[0]['content'] is string %}\n"
+    "        {%- set system_message = messages[0]['content']|trim %}\n"
+    "    {%- else %}\n"
+    "        {%- set system_message = messages[0]['content'][0]['text']|trim %}\n"
+    "    {%- endif %}\n"
+    "    {%- set messages = messages[1:] %}\n"
+    "{%- else %}\n"
+    '    {%- set system_message = "" %}\n'
+    "{%- endif %}\n"
+    "{%- set image_ns = namespace(has_images=false) %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if message['content'] is not string %}\n"
+    "        {%- for content in message['content'] %}\n"
+    "            {%- if content['type'] == 'image' %}\n"
+    "                {%- set image_ns.has_images = true %}\n"
+    "            {%- endif %}\n"
+    "        {%- endfor %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    '{%- if not image_ns.has_images or system_message != "" %}\n'
+    '    {{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}\n'
+    '    {{- "Cutting Knowledge Date: December 2023\\n" }}\n'
+    '    {{- "Today Date: " + date_string + "\\n\\n" }}\n'
+    "    {{- system_message }}\n"
+    '    {{- "<|eot_id|>" }}\n'
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}\n"
+    "    {%- if message['content'] is string %}\n"
+    "        {{- message['content'] }}\n"
+    "    {%- else %}\n"
+    "        {%- for content in message['content'] %}\n"
+    "            {%- if content['type'] == 'image' %}\n"
+    "                {{- '<|image|>' }}\n"
+    "            {%- elif content['type'] == 'text' %}\n"
+    "                {{- content['text'] }}\n"
+    "            {%- endif %}\n"
+    "        {%- endfor %}\n"
+    "    {%- endif %}\n"
+    "    {{- '<|eot_id|>' }}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n"
+    "{%- endif %}\n"
+)
+
+
+def _mllama(folder: Path) -> None:
+    from transformers import MllamaConfig, MllamaForConditionalGeneration, MllamaImageProcessor, MllamaProcessor
+
+    tokenizer = _meta_tokenizer(
+        folder,
+        LLAMA3_SPECIAL,
+        LLAMA3_SPLIT,
+        eos_token="<|eot_id|>",
+        pad_token="<|finetune_right_pad_id|>",
+        model_max_length=131072,
+    )
+    ids = tokenizer.convert_tokens_to_ids
+    image_token_id = ids("<|image|>")
+    assert image_token_id == len(tokenizer) - 1
+    # As released: <|end_of_text|>, <|eom_id|> and <|eot_id|> end a turn.
+    eos = [ids("<|end_of_text|>"), ids("<|eom_id|>"), ids("<|eot_id|>")]
+    # Llama 3.1 text layers with a gated cross-attention layer between them (the image is never
+    # in the prompt but its one <|image|> token: the text cross-attends to the tiles' features).
+    text = dict(
+        vocab_size=image_token_id,  # the embedding has 8 rows more, <|image|> among them
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        cross_attention_layers=[1],
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=131072,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500_000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    # Its tiled ViT, tiny: up to 4 tiles of 56 pixels (the real one: 560) in 14-pixel patches,
+    # 16 patches + CLS a tile, a local and a global encoder, features from every local layer.
+    vision = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_global_layers=1,
+        attention_heads=2,
+        image_size=56,
+        patch_size=14,
+        max_num_tiles=4,
+        intermediate_layers_indices=[0, 1],
+        vision_output_dim=64 * 3,  # the last layer's features and the two intermediate ones
+    )
+    config = MllamaConfig(text_config=text, vision_config=vision, image_token_index=image_token_id)
+    _save_model(folder, MllamaForConditionalGeneration, config, eos)
+    # As released (560-pixel tiles, up to 4, the canvas that fits best; CLIP's normalisation),
+    # tiny: a 512x512 photo becomes 2x2 tiles of 56 pixels.
+    image_processor = MllamaImageProcessor(
+        size={"height": 56, "width": 56},
+        max_image_tiles=4,
+        image_mean=[0.48145466, 0.4578275, 0.40821073],
+        image_std=[0.26862954, 0.26130258, 0.27577711],
+    )
+    MllamaProcessor(
+        image_processor=image_processor, tokenizer=tokenizer, chat_template=MLLAMA_TEMPLATE
+    ).save_pretrained(folder)
+
+
 # -- SmolVLM (SmolVLM2 256M, 500M, 2.2B; Idefics3's image splitting) ------------------------------
 
 SMOLVLM_SPECIAL = [
@@ -785,6 +929,13 @@ FAMILIES: dict[str, Family] = {
             "SmolVLMForConditionalGeneration",
             "SmolVLM2 (256M, 500M, 2.2B)",
             _smolvlm,
+        ),
+        Family(
+            "mllama",
+            "MllamaForConditionalGeneration",
+            "Llama 3.2 Vision (11B, 90B)",
+            _mllama,
+            vllm_unsupported="removed from vLLM after 0.10.2",
         ),
     )
 }
