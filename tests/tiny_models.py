@@ -669,8 +669,8 @@ LLAMA3_SPECIAL = [
 # Llama 3.2 Vision Instruct's template: <|begin_of_text|>, header turns ended by <|eot_id|>, a
 # system turn with the knowledge cut-off and today's date, <|image|> where the image goes. The
 # release refuses a system message with an image ("Prompting with images is incompatible with
-# system messages") and trims a system content that is a list as if a string; here a system
-# message is kept with an image, as the judge sends both, and its text is read from either form.
+# system messages"), as here: the transformers backend then folds the judge's system text into the
+# user turn. A system content is read from a string or a list of parts.
 MLLAMA_TEMPLATE = (
     "{{- bos_token }}\n"
     "{%- if not date_string is defined %}\n"
@@ -700,7 +700,10 @@ MLLAMA_TEMPLATE = (
     "        {%- endfor %}\n"
     "    {%- endif %}\n"
     "{%- endfor %}\n"
-    '{%- if not image_ns.has_images or system_message != "" %}\n'
+    '{%- if image_ns.has_images and not system_message == "" %}\n'
+    '    {{- raise_exception("Prompting with images is incompatible with system messages.") }}\n'
+    "{%- endif %}\n"
+    "{%- if not image_ns.has_images %}\n"
     '    {{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}\n'
     '    {{- "Cutting Knowledge Date: December 2023\\n" }}\n'
     '    {{- "Today Date: " + date_string + "\\n\\n" }}\n'

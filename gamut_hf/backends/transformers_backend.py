@@ -21,6 +21,7 @@ from itertools import groupby
 from typing import Any
 
 import torch
+from jinja2.exceptions import TemplateError
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -74,6 +75,23 @@ def _image_keywords(processor: Any) -> set[str]:
     """The per-call keywords a processor's image processor takes (its declared kwargs)."""
     declared = getattr(getattr(processor, "image_processor", None), "valid_kwargs", None)
     return set(getattr(declared, "__annotations__", {}))
+
+
+def _text_of(content: str | list[dict[str, Any]]) -> str:
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content if p["type"] == "text")
+
+
+def _prepend_text(content: str | list[dict[str, Any]], text: str) -> str | list[dict[str, Any]]:
+    """``content`` with ``text`` (and a blank line) before its own text, images kept in place."""
+    if isinstance(content, str):
+        return f"{text}\n\n{content}"
+    parts = list(content)
+    first_text = next((i for i, part in enumerate(parts) if part["type"] == "text"), len(parts))
+    if first_text < len(parts):
+        parts[first_text] = {"type": "text", "text": f"{text}\n\n{parts[first_text]['text']}"}
+    else:
+        parts.append({"type": "text", "text": text})
+    return parts
 
 
 @dataclass
@@ -201,13 +219,21 @@ class TransformersBackend(Backend):
         eos = self.net.generation_config.eos_token_id
         if eos is None:
             eos = self.tokenizer.eos_token_id
-        self.end_of_turn: int = eos[0] if isinstance(eos, list) else eos
+        # Every token that ends a turn stops generation (Gemma: <eos> and <end_of_turn>; Llama:
+        # <|eot|>, <|eom|>, <|end_of_text|>); the one the chat template writes after an assistant
+        # message is what a verdict option ends with.
+        self.stop_tokens: list[int] = list(eos) if isinstance(eos, list) else [eos]
+        self.end_of_turn: int = self._template_turn_end() or self.stop_tokens[0]
+        if self.end_of_turn not in self.stop_tokens:
+            self.stop_tokens.append(self.end_of_turn)
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
+        # The token an image expands into (Gemma's soft tokens, Llama 4's patches), which the
+        # config names; a processor's own image_token may be the marker around them instead.
         self.image_token_id = (
-            getattr(self.processor, "image_token_id", None)
-            or getattr(config, "image_token_id", None)
+            getattr(config, "image_token_id", None)
             or getattr(config, "image_token_index", None)
+            or getattr(self.processor, "image_token_id", None)
         )
 
     # -- prompts --------------------------------------------------------------------------
@@ -223,22 +249,60 @@ class TransformersBackend(Backend):
                     message["content"] = [{"type": "text", "text": message["content"]}]
         return messages
 
-    def _encode(self, requests: Sequence[ChatRequest], *, padding: bool) -> dict[str, torch.Tensor]:
+    def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True) -> str:
+        """The chat template's text. A template that refuses a system turn beside an image (Llama
+        3.2 Vision's) gets the system text at the start of the user turn instead."""
         template = self.processor or self.tokenizer
-        texts = [
-            template.apply_chat_template(self._messages(r), add_generation_prompt=True, tokenize=False)
-            for r in requests
+        try:
+            return template.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+        except TemplateError:
+            if messages[0]["role"] != "system" or len(messages) < 2:
+                raise
+            system, user = messages[0], messages[1]
+            folded = {**user, "content": _prepend_text(user["content"], _text_of(system["content"]))}
+            return template.apply_chat_template(
+                [folded, *messages[2:]], add_generation_prompt=add_generation_prompt, tokenize=False
+            )
+
+    def _template_turn_end(self) -> int | None:
+        """The token the chat template writes right after an assistant message, if it writes one."""
+        marker = "Zq7"
+        turn: list[dict[str, Any]] = [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": marker},
         ]
+        if self.multimodal:
+            turn = [{**m, "content": [{"type": "text", "text": m["content"]}]} for m in turn]
+        try:
+            text = self._render(turn, add_generation_prompt=False)
+        except (TemplateError, ValueError, TypeError):
+            return None
+        after = text[text.rfind(marker) + len(marker) :] if marker in text else ""
+        ids = self.tokenizer(after, add_special_tokens=False)["input_ids"]
+        return ids[0] if ids and ids[0] in self.tokenizer.all_special_ids + self.stop_tokens else None
+
+    def _encode(self, requests: Sequence[ChatRequest], *, padding: bool) -> dict[str, torch.Tensor]:
+        # The template writes the special tokens (<bos> included); the tokenizer adds none of its own.
+        texts = [self._render(self._messages(r)) for r in requests]
         images = [r.image.convert("RGB") for r in requests if r.image is not None]
         if self.processor is not None and images:
             if len(images) != len(requests):
                 raise BackendError("transformers: a batch mixes requests with and without an image")
             encoded = self.processor(
-                text=texts, images=images, padding=padding, return_tensors="pt", **self.image_options
+                text=texts,
+                images=images,
+                padding=padding,
+                return_tensors="pt",
+                add_special_tokens=False,
+                **self.image_options,
             )
         else:
             encoded = self.tokenizer(texts, padding=padding, return_tensors="pt", add_special_tokens=False)
-        return {name: value.to(self.device) for name, value in encoded.items()}
+        # Pixel values in the model's dtype (Llama 4's processor returns bfloat16 whatever the model).
+        return {
+            name: value.to(self.device, dtype=self.net.dtype) if value.is_floating_point() else value.to(self.device)
+            for name, value in encoded.items()
+        }
 
     # -- completing -----------------------------------------------------------------------
 
@@ -266,15 +330,15 @@ class TransformersBackend(Backend):
             max_new_tokens=max(r.max_tokens for r in batch),
             do_sample=False,
             pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self.end_of_turn,
+            eos_token_id=self.stop_tokens,
         )
         seconds = (time.perf_counter() - started) / len(batch)
         completions = []
         prompt_width = inputs["input_ids"].shape[1]
         for row, request in enumerate(batch):
             new = output[row, prompt_width:].tolist()
-            if self.end_of_turn in new:
-                new = new[: new.index(self.end_of_turn)]
+            stop = next((i for i, token in enumerate(new) if token in self.stop_tokens), len(new))
+            new = new[:stop]
             new = new[: request.max_tokens]
             # A thinking model's <think>...</think> is split off by token before decoding drops
             # special tokens; the prompt's end tells whether the chat template opened it.
