@@ -290,7 +290,7 @@ class TransformersBackend(Backend):
                 raise BackendError("transformers: a batch mixes requests with and without an image")
             encoded = self.processor(
                 text=texts,
-                images=images,
+                images=[[image] for image in images],  # per text: flat lists confuse tiled processors
                 padding=padding,
                 return_tensors="pt",
                 add_special_tokens=False,

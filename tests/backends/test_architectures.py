@@ -124,6 +124,9 @@ def test_transformers(family, transformers_judge):
     image = photo()
     answer = backend.complete([generate_request(QUESTION, image, max_tokens=6)])[0]
     assert answer.error is None and answer.completion_tokens >= 1 and answer.prompt_tokens > 0
+    # A batch, as the generate stage sends it: one image per request, left-padded prompts.
+    batch = backend.complete([generate_request(QUESTION, image, max_tokens=6), generate_request("Why?", image, 6)])
+    assert batch[0].prompt_tokens == answer.prompt_tokens > batch[1].prompt_tokens
     ids = backend._encode([generate_request(QUESTION, image, max_tokens=6)], padding=False)["input_ids"][0].tolist()
     image_tokens = ids.count(backend.image_token_id)
     assert image_tokens == expected_image_tokens(backend.processor, image) > 0
