@@ -147,6 +147,22 @@ def test_a_fifo_is_refused_without_hanging(tmp_path):
         assert f"{fifo}: is not a regular file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_a_fifo_in_place_of_a_run_folders_table_is_refused_without_hanging(tmp_path, scripted_endpoint):
+    """Issue 23.6: `gamut report` read details.parquet without the input rules: a FIFO there hung it."""
+    from conftest import run_gamut
+    from scripted_api import api_run
+
+    run = api_run(run_gamut, tmp_path / "run", scripted_endpoint.url, "m", "j", "text_only", limit=1)
+    details = run / "details.parquet"
+    details.unlink()
+    os.mkfifo(details)
+    done = run_gamut("report", run, "--out", tmp_path / "report", timeout=60)
+    assert done.code == 2
+    assert done.err.strip().splitlines() == [
+        f"gamut: {details}: is not a regular file (a device, FIFO or socket cannot be read as input)"
+    ]
+
+
 def test_a_file_over_the_cap_is_refused_before_reading(tmp_path, capsys):
     from gamut_hf.files import MAX_JSON_BYTES
 

@@ -61,7 +61,11 @@ def worker(
     judge_spec = model_spec(
         RunConfig().judge, judge, judge_backend, key_values(judge_options, "--judge-option"), judge_base_urls
     )
-    queue = RequestQueue(requests_dir)
+
+    def echo(line: str) -> None:
+        click.echo(line, err=True)
+
+    queue = RequestQueue(requests_dir, echo=echo)  # a request file that cannot be read is skipped, said once
     handled = serve(
         queue,
         Path(results_dir),
@@ -70,7 +74,7 @@ def worker(
         judge_spec,
         once=once,
         poll=poll,
-        echo=lambda line: click.echo(line, err=True),
+        echo=echo,
         requests_hub=HubFolder(requests_repo, requests_dir) if requests_repo else None,
         results_hub=HubFolder(results_repo, results_dir) if results_repo else None,
         lease=timedelta(seconds=lease),

@@ -96,7 +96,11 @@ def compile_command(path: str, **options: Any) -> None:
     help="lambda: credit for partially_meets, from 0 to 1.",
 )
 @click.option(
-    "--contradiction-penalty", type=float, default=-2.0, show_default=True, help="mu: weight of contradicts, below 0."
+    "--contradiction-penalty",
+    type=float,
+    default=-2.0,
+    show_default=True,
+    help="mu: weight of contradicts, below 0 and at least -1e6.",
 )
 @click.option(
     "--weights",

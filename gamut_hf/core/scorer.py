@@ -9,6 +9,7 @@ Pure functions only: the pipeline, the reports and the Space all score through h
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from statistics import fmean
@@ -24,8 +25,12 @@ Outcome = Verdict | Literal["error"]
 OUTCOMES: tuple[str, ...] = (*VERDICTS, "error")
 
 
-# A tier weight: any finite non-negative number (the weights present are renormalised).
+# A tier weight: any finite non-negative number (the weights present are renormalised; their sum
+# must be finite too).
 TierWeight = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+# |mu| times a tier's contradictions must stay finite: a bound far beyond any meaningful penalty
+# (at -1e6 one contradiction outweighs a million met checks) that keeps it so for any count.
+MAX_PENALTY = 1e6
 
 
 class ScoreParams(BaseModel):
@@ -33,8 +38,9 @@ class ScoreParams(BaseModel):
 
     The ranges keep every tier score in [-1, 1] (SPEC section 4) and every quotient defined:
     partial credit lies between a missing check (0) and a met one (1); the contradiction
-    penalty is strictly negative (at 0 a tier of contradictions alone would be 0/0); the tier
-    weights are non-negative and not all 0. Nothing may be NaN or infinite.
+    penalty is strictly negative (at 0 a tier of contradictions alone would be 0/0) and at most
+    :data:`MAX_PENALTY` in size; the tier weights are non-negative, not all 0, with a finite sum.
+    Nothing may be NaN or infinite, and no score computed with them overflows.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,7 +49,11 @@ class ScoreParams(BaseModel):
         0.5, ge=0, le=1, allow_inf_nan=False, description="lambda: credit for partially_meets, from 0 to 1"
     )
     contradiction_penalty: float = Field(
-        -2.0, lt=0, allow_inf_nan=False, description="mu: weight of contradicts, below 0"
+        -2.0,
+        lt=0,
+        ge=-MAX_PENALTY,
+        allow_inf_nan=False,
+        description="mu: weight of contradicts, below 0 and at least -1e6",
     )
     tier_weights: dict[Tier, TierWeight] = Field(
         default_factory=lambda: dict[Tier, float]({"answer_critical": 0.6, "valuable": 0.3, "context": 0.1})
@@ -55,6 +65,8 @@ class ScoreParams(BaseModel):
             raise ValueError("needs a weight for each of " + ", ".join(TIERS))
         if not any(self.tier_weights.values()):
             raise ValueError("at least one tier weight must be above 0")
+        if not math.isfinite(sum(self.tier_weights.values())):
+            raise ValueError("the tier weights add up to more than a float holds; scale them down (only ratios matter)")
         return self
 
 

@@ -40,7 +40,7 @@ from gamut_hf.evaluation.judge import (
     judge_request,
     parse_verdict,
 )
-from gamut_hf.evaluation.run_folder import RunResults, StageReport, unclosed_line, write_outputs
+from gamut_hf.evaluation.run_folder import RunResults, StageReport, stored_stages, unclosed_line, write_outputs
 from gamut_hf.evaluation.source import PlannedQuestion, Questions, QuestionSource
 from gamut_hf.evaluation.store import (
     RunStore,
@@ -349,9 +349,14 @@ def score(
     *,
     errors_as_missing: bool = False,
     params: ScoreParams = DEFAULT_SCORE_PARAMS,
-    stages: Sequence[StageReport] = (),
+    stages: Sequence[StageReport] | None = None,
 ) -> RunResults:
-    """Score the run recorded in ``store`` from the store alone; write the run folder's outputs."""
+    """Score the run recorded in ``store`` from the store alone; write the run folder's outputs.
+
+    ``stages``: what this invocation's stages did; None (a rescore, `gamut score RUN_DIR`) keeps
+    the stages the folder's results.json already records (their timings and tokens)."""
+    if stages is None:
+        stages = stored_stages(out)
     config = stored_config(store)
     if config is None:
         from gamut_hf.files import InputError

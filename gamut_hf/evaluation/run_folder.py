@@ -5,7 +5,9 @@ A scored run is three files: ``details.parquet`` (one row per check), ``response
 written last and doubles as the manifest: it records the size and sha256 of the two tables
 it was scored with. A reader verifies each table it reads against that record, so a folder
 whose writer was killed between two files (new tables beside the old results.json), or whose
-files were changed by hand, is refused with one line instead of being read as a mix.
+files were changed by hand, is refused with one line instead of being read as a mix. Every
+file is read under the input rules of :mod:`gamut_hf.files` (a regular file, capped): a FIFO or
+a device in a run folder is refused, not read.
 Every file goes in through :mod:`gamut_hf.atomic` (temporary file, fsync, rename).
 
 The run store (``store.sqlite``) lives in the same folder but belongs to :mod:`gamut_hf.evaluation.store`;
@@ -15,6 +17,7 @@ a result folder on the leaderboard has the three outputs and no store.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from gamut_hf import atomic
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, RunScore, ScoreParams
 from gamut_hf.errors import first_problem
-from gamut_hf.files import InputError
+from gamut_hf.files import MAX_JSON_BYTES, InputError, read_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
 RESULTS_FILE = "results.json"
 DETAILS_FILE = "details.parquet"
 RESPONSES_FILE = "responses.parquet"
+# A table is read whole to verify its digest; far above a full run's (1,813 questions x 15 checks).
+MAX_TABLE_BYTES = 2 * 1024 * 1024 * 1024
 
 
 class RunFolderError(InputError):
@@ -174,11 +179,14 @@ class RunFolder:
         if expected is None:
             raise RunFolderError(f"{self.folder}: {RESULTS_FILE} records no {name}")
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise RunFolderError(
-                f"{self.folder}: {name} is missing; rewrite the folder with `gamut score {self.folder}`"
-            ) from None
+            # The input rules of gamut_hf.files: a regular file, capped (a FIFO would hang, a device fill memory).
+            data = read_bytes(path, max_bytes=MAX_TABLE_BYTES)
+        except InputError as error:
+            if not (path.exists() or path.is_symlink()):
+                raise RunFolderError(
+                    f"{self.folder}: {name} is missing; rewrite the folder with `gamut score {self.folder}`"
+                ) from None
+            raise RunFolderError(str(error), reason=error.reason) from None
         if FileDigest.of(data) != expected:
             raise RunFolderError(
                 f"{self.folder}: {name} is not the one {RESULTS_FILE} was written with (an "
@@ -196,11 +204,13 @@ def read_run_folder(folder: str | Path) -> RunFolder:
     folder = Path(folder)
     path = folder / RESULTS_FILE
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        raise RunFolderError(
-            f"{folder}: not a run folder (no {RESULTS_FILE}); produce one with `gamut run --out {folder}`"
-        ) from None
+        data = read_bytes(path)
+    except InputError as error:
+        if not folder.is_dir() or not (path.exists() or path.is_symlink()):
+            raise RunFolderError(
+                f"{folder}: not a run folder (no {RESULTS_FILE}); produce one with `gamut run --out {folder}`"
+            ) from None
+        raise RunFolderError(str(error), reason=error.reason) from None
     try:
         results = RunResults.model_validate_json(data)
     except ValidationError as error:
@@ -213,3 +223,13 @@ def read_run_folder(folder: str | Path) -> RunFolder:
             f"rewrite the folder with `gamut score {folder}`"
         )
     return RunFolder(folder, results)
+
+
+def stored_stages(folder: str | Path) -> list[StageReport]:
+    """The stages the folder's results.json records (a rescore keeps them); none when it has no
+    readable record of them."""
+    try:
+        stages = json.loads(read_bytes(Path(folder) / RESULTS_FILE, max_bytes=MAX_JSON_BYTES)).get("stages") or []
+        return [StageReport.model_validate(stage) for stage in stages]
+    except (InputError, ValueError, AttributeError, TypeError):  # no results.json, or not one this version reads
+        return []

@@ -12,7 +12,7 @@ rationales are user-supplied or model-written, and ``gr.HTML`` does not sanitise
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,35 +63,58 @@ def dataset_questions(source: str) -> dict[str, QuestionInfo]:
     }
 
 
+@dataclass
+class EntryTables:
+    """What the index takes from one result folder: its verdicts, question scores and responses."""
+
+    verdicts: pd.DataFrame
+    scores: pd.DataFrame
+    responses: pd.DataFrame
+
+
+def entry_tables(entry: Entry) -> EntryTables:
+    """Read one result folder's part of the index. Raises (a RunFolderError naming the file) when a
+    table is missing or not the one results.json records: callers reading many folders catch it per
+    folder, so one bad folder is listed as not loaded instead of stopping the rest."""
+    extra = entry.run.table(DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]).to_pandas()
+    details = entry.run.details
+    verdicts = pd.DataFrame(
+        {
+            "entry": entry.key,
+            "question_id": details["question_id"],
+            "domain": details["domain"],
+            "check_id": details["check_id"],
+            "item_id": details["item_id"],
+            "tier": details["tier"],
+            "kind": details["kind"],
+            "item_type": details["item_type"],
+            "verdict": details["verdict"],
+            "check_text": extra["check_text"].astype(str),
+            "rationale": extra["rationale"],
+        }
+    )
+    scores = entry.run.questions[["domain", "score", *VERDICTS, "checks"]].assign(entry=entry.key)
+    responses = entry.run.table(RESPONSES_FILE, ["question_id", "response"]).to_pandas().assign(entry=entry.key)
+    return EntryTables(verdicts, scores, responses)
+
+
 class FailureIndex:
-    def __init__(self, entries: list[Entry], questions: dict[str, QuestionInfo] | None = None):
+    def __init__(
+        self,
+        entries: list[Entry],
+        questions: dict[str, QuestionInfo] | None = None,
+        tables: Mapping[str, EntryTables] | None = None,
+    ):
+        """``tables``: each entry's :func:`entry_tables` by key, read already (the Space reads them
+        per folder, where a folder that fails is left out); read here for any entry not given."""
         self.entries = {e.key: e for e in entries}
         self.info = questions or {}
         frames, scores, responses = [], [], []
         for entry in entries:
-            extra = entry.run.table(
-                DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]
-            ).to_pandas()
-            details = entry.run.details
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "entry": entry.key,
-                        "question_id": details["question_id"],
-                        "domain": details["domain"],
-                        "check_id": details["check_id"],
-                        "item_id": details["item_id"],
-                        "tier": details["tier"],
-                        "kind": details["kind"],
-                        "item_type": details["item_type"],
-                        "verdict": details["verdict"],
-                        "check_text": extra["check_text"].astype(str),
-                        "rationale": extra["rationale"],
-                    }
-                )
-            )
-            scores.append(entry.run.questions[["domain", "score", *VERDICTS, "checks"]].assign(entry=entry.key))
-            responses.append(entry.run.table(RESPONSES_FILE).to_pandas().assign(entry=entry.key))
+            mine = tables[entry.key] if tables is not None and entry.key in tables else entry_tables(entry)
+            frames.append(mine.verdicts)
+            scores.append(mine.scores)
+            responses.append(mine.responses)
         categorical = (
             "entry",
             "question_id",

@@ -18,16 +18,18 @@ decides between two claims (see :func:`gamut_hf.leaderboard.worker.claim_next`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from gamut_hf.atomic import write_text
-from gamut_hf.errors import GamutError
+from gamut_hf.errors import GamutError, first_problem
+from gamut_hf.files import InputError, jsonl_lines, read_text
 from gamut_hf.leaderboard.submission import (
     ModelInfo,
     Submission,
@@ -38,6 +40,7 @@ from gamut_hf.leaderboard.submission import (
 Status = Literal["PENDING", "RUNNING", "FINISHED", "FAILED"]
 MAX_PER_DAY = 3
 LEASE = timedelta(minutes=10)  # a claim not renewed for this long is free to take over
+MAX_REQUEST_BYTES = 1024 * 1024  # a request file is a card and a status: a few hundred bytes
 
 
 class RequestRecord(BaseModel):
@@ -58,6 +61,15 @@ class ClaimLost(GamutError):
     """Another worker took the request over (this worker's heartbeat was older than the lease)."""
 
 
+class RequestFileError(GamutError):
+    """A request's file that cannot be read; the message names the file by its name only (it is
+    shown in the public queue, where the server's paths have no place)."""
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -69,21 +81,60 @@ def stale(record: RequestRecord, now: datetime, lease: timedelta = LEASE) -> boo
 
 
 class RequestQueue:
-    def __init__(self, folder: str | Path):
+    """The request files of one folder. A file that cannot be read as a request (malformed JSON, a
+    foreign object, not a regular file) is skipped, never fatal: it is logged once through ``echo``
+    and listed in :attr:`unreadable`, so the Space can show it and every worker moves past it."""
+
+    def __init__(self, folder: str | Path, echo: Callable[[str], None] = _stderr):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.echo = echo
+        self.unreadable: dict[str, str] = {}  # file name -> why it was skipped, as of the last read
 
-    def records(self) -> Iterator[RequestRecord]:
+    def _read(self, path: Path) -> RequestRecord:
+        """One request file; RequestFileError naming the file by its name when it is no request."""
+        try:
+            record = RequestRecord.model_validate_json(read_text(path, max_bytes=MAX_REQUEST_BYTES))
+        except InputError as error:
+            raise RequestFileError(f"{path.name}: {error.reason}") from None
+        except ValidationError as error:
+            where, message = first_problem(error)
+            raise RequestFileError(f"{path.name}: {f'{where}: ' if where else ''}{message}") from None
+        if record.key != path.stem:  # the key names the files a worker reads and writes
+            raise RequestFileError(f"{path.name}: its key {record.key!r} is not its file name")
+        return record
+
+    def records(self) -> list[RequestRecord]:
+        """Every readable request, by file name; the others are skipped (see :attr:`unreadable`)."""
+        records: list[RequestRecord] = []
+        unreadable: dict[str, str] = {}
         for path in sorted(self.folder.glob("*.json")):
-            yield RequestRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            try:
+                records.append(self._read(path))
+            except RequestFileError as error:
+                unreadable[path.name] = str(error).removeprefix(f"{path.name}: ")
+                if self.unreadable.get(path.name) != unreadable[path.name]:  # logged once, not every poll
+                    self.echo(f"skipping {error}")
+        self.unreadable = unreadable
+        return records
 
     def get(self, key: str) -> RequestRecord | None:
+        """The request ``key``; None when it has no file. RequestFileError when its file is unreadable."""
         path = self.folder / f"{key}.json"
-        return RequestRecord.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None
+        return self._read(path) if path.exists() or path.is_symlink() else None
 
     def responses(self, key: str) -> dict[str, str]:
-        with (self.folder / f"{key}.jsonl").open(encoding="utf-8") as handle:
-            return {r["question_id"]: r["response"] for r in map(json.loads, handle)}
+        """A request's responses; RequestFileError naming the file (not its path) when they cannot be read."""
+        name = f"{key}.jsonl"
+        try:
+            text = read_text(self.folder / name)
+        except InputError as error:
+            raise RequestFileError(f"{name}: {error.reason}") from None
+        try:
+            records = [json.loads(line) for _, line in jsonl_lines(text)]
+            return {record["question_id"]: record["response"] for record in records}
+        except (ValueError, KeyError, TypeError) as error:  # written by us: only damage gets here
+            raise RequestFileError(f"{name}: damaged ({type(error).__name__}: {error})".splitlines()[0]) from None
 
     def files(self, key: str) -> list[Path]:
         """The files of one request (what a hub mirror pushes after a change)."""
@@ -107,7 +158,10 @@ class RequestQueue:
             raise SubmissionError(
                 [f"you have submitted {len(today)} times in the last 24 hours; the limit is {MAX_PER_DAY}"]
             )
-        existing = self.get(key)
+        try:
+            existing = self.get(key)
+        except RequestFileError:  # an unreadable file in its place holds no request: the new one replaces it
+            existing = None
         if existing is not None and existing.status != "FAILED":
             raise SubmissionError(
                 [
@@ -158,7 +212,10 @@ class RequestQueue:
         return None
 
     def _held(self, record: RequestRecord) -> RequestRecord:
-        current = self.get(record.key)
+        try:
+            current = self.get(record.key)
+        except RequestFileError as error:  # its file was damaged meanwhile: no claim to hold any more
+            raise ClaimLost(f"{record.key}: the claim of {record.worker} cannot be read back ({error})") from None
         if current is None or current.status != "RUNNING" or current.worker != record.worker:
             holder = f"{current.status} by {current.worker or 'nobody'}" if current is not None else "gone"
             raise ClaimLost(f"{record.key}: the claim of {record.worker} was taken over ({holder})")

@@ -152,6 +152,13 @@ def _line_record(
         return None, f"line {number}: question_id {qid!r} again (first on line {first_line[qid]})"
     if len(response) > MAX_RESPONSE_CHARS:
         return None, f"line {number}: response is {len(response):,} characters; the limit is {MAX_RESPONSE_CHARS:,}"
+    try:
+        response.encode("utf-8")  # JSON's "\\ud800" escapes give lone surrogates, which no file can hold
+    except UnicodeEncodeError as error:
+        return None, (
+            f"line {number}: the response to {qid!r} holds a lone surrogate ({response[error.start]!r} at "
+            f"character {error.start + 1}), not text; pair it or remove it"
+        )
     return record, None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -39,6 +40,19 @@ from gamut_hf.leaderboard.queue import LEASE, ClaimLost, RequestQueue, RequestRe
 # A submission's answers are data, not a model: this backend name marks them and loads nothing.
 SUBMITTED_BACKEND = "submitted"
 CLAIM_ATTEMPTS = 5  # reads of the requests repo per claim before giving way to busier workers
+# An absolute path's folders (what comes before its last name); not a URL's path nor a relative one.
+_FOLDERS_OF_A_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s'\"/:]+/)+")
+
+
+def public_reason(error: BaseException, folders: tuple[Path, ...]) -> str:
+    """A failure's reason as the public queue shows it: one line, without the worker's paths (its
+    own folders cut off, any other absolute path cut to its last name)."""
+    line = f"{type(error).__name__}: {error}".splitlines()[0]
+    for folder in folders:
+        for form in sorted({str(folder), str(Path(folder).resolve())}, key=len, reverse=True):
+            if os.path.isabs(form):
+                line = line.replace(form + os.sep, "").replace(form, Path(form).name)
+    return _FOLDERS_OF_A_PATH.sub("", line)
 
 
 def worker_id() -> str:
@@ -212,7 +226,7 @@ def process_next(
         heartbeat.stop()
         if heartbeat.lost is not None:
             return None
-        reason = f"{type(error).__name__}: {error}".splitlines()[0]
+        reason = public_reason(error, (queue.folder, results, work_root))
         echo(f"FAILED {record.key}: {reason}")
         status: Literal["FINISHED", "FAILED"] = "FAILED"
         why: str | None = reason

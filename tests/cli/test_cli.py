@@ -80,6 +80,9 @@ def test_piping_into_a_closed_pipe_is_not_an_error():
         (["--weights", "-1,0.3,0.1"], "--weights (answer_critical): Input should be greater than or equal to 0"),
         (["--weights", "0,0,0"], "--weights: at least one tier weight must be above 0"),
         (["--weights", "0.6,0.3"], "--weights: expected three numbers"),
+        # Issue 23.10: finite parameters whose sums overflow scored NaN ("Gamut score nan", exit 0).
+        (["--weights", "1e308,1e308,1e308"], "--weights: the tier weights add up to more than a float holds"),
+        (["--contradiction-penalty", "-1e308"], "--contradiction-penalty: Input should be greater than or equal to"),
     ],
 )
 def test_score_parameters_outside_their_ranges_are_one_line_errors(tmp_path, capsys, option, message):

@@ -191,6 +191,25 @@ def test_score_needs_only_the_store(gamut, endpoint, tmp_path):
     assert gamut("score", tmp_path).code == 2  # not a run folder: one line, exit 2
 
 
+def test_rescoring_keeps_the_stages_and_refuses_parameters_that_overflow(gamut, endpoint, tmp_path):
+    """Issue 23.11: `gamut score RUN_DIR` dropped the stages block (timings, tokens) from results.json.
+    Issue 23.10: `--weights 1e308,1e308,1e308` printed "Gamut score nan", wrote null and exited 0."""
+    run = tmp_path / "run"
+    assert api_run(gamut, "run", run, endpoint.url, "--limit", "2").code == 0
+    before = results_of(run)
+    assert [stage["stage"] for stage in before["stages"]] == ["generate", "judge"]
+    assert before["stages"][1]["done_now"] > 0 and before["stages"][1]["prompt_tokens"] > 0
+    rescored = gamut("score", run, "--partial-credit", "1")
+    assert rescored.code == 0, rescored.err
+    after = results_of(run)
+    assert after["stages"] == before["stages"] and after["score_params"]["partial_credit"] == 1
+    for option in (["--weights", "1e308,1e308,1e308"], ["--contradiction-penalty", "-1e308"]):
+        refused = gamut("score", run, *option)
+        assert refused.code == 2 and len(refused.err.strip().splitlines()) == 1, refused.err
+        assert refused.err.startswith(f"gamut: {option[0]}: ") and "nan" not in refused.out
+        assert results_of(run) == after  # nothing written
+
+
 def test_failed_answers_are_retried_by_the_next_run(gamut, endpoint, tmp_path):
     question = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))[0]
     endpoint.faults[question.text_question] = ["400", "ok"]

@@ -159,6 +159,47 @@ def test_a_malformed_result_folder_is_listed_as_not_loaded(space):
     assert note.count("\n- ") == 1
 
 
+def test_a_result_folder_without_its_responses_is_listed_as_not_loaded(space, tmp_path):
+    """Issue 23.3: a folder without (or with an edited) responses.parquet made `gamut space` exit 2
+    at start and every /refresh fail once it appeared: the failure index read responses outside the
+    per-folder guard. It is listed as not loaded with its reason; the good folders keep serving."""
+    import shutil
+
+    from gamut_hf.leaderboard.space import SpaceData
+
+    client, config = space
+    good = config.results / "good-model-multimodal"
+    missing, edited = config.results / "no-responses", config.results / "edited-responses"
+    try:
+        shutil.copytree(good, missing)
+        (missing / "responses.parquet").unlink()
+        shutil.copytree(good, edited)
+        with (edited / "responses.parquet").open("ab") as handle:
+            handle.write(b"\0")
+        ranked, _, note = board(client)  # appeared while the Space runs
+        assert [r["model"] for r in ranked] == ["good-model", "poor-model"]
+        assert (
+            "- `no-responses`: RunFolderError: no-responses: responses.parquet is missing; rewrite the folder "
+            "with `gamut score no-responses`" in note
+        )
+        assert "- `edited-responses`: RunFolderError: edited-responses: responses.parquet is not the one" in note
+        assert str(config.results) not in note
+        table, _ = client.predict(["good-model-multimodal"], "any", "any", "any", "any", api_name="/questions")
+        assert table["data"]
+        # At start: the same folders beside a good one.
+        results = tmp_path / "results"
+        for folder in (good, missing, edited):
+            shutil.copytree(folder, results / folder.name)
+        data = SpaceData(SpaceConfig(results=results, requests=tmp_path / "requests", dataset=None, resamples=10))
+        assert [entry.key for entry in data.entries] == ["good-model-multimodal"]
+        assert sorted(data.not_loaded) == ["edited-responses", "no-responses"]
+        assert data.index is not None and data.index.choices("entry") == ["good-model-multimodal"]
+    finally:
+        shutil.rmtree(missing, ignore_errors=True)
+        shutil.rmtree(edited, ignore_errors=True)
+    assert board(client)[2].count("\n- ") == 1  # only `broken` again
+
+
 def test_the_failure_browser_lists_and_shows_questions(space):
     client, _ = space
     table, count = client.predict(["poor-model-multimodal"], "any", "any", "contradicts", "any", api_name="/questions")
@@ -213,6 +254,18 @@ def test_bad_and_hostile_uploads_are_refused_with_nothing_stored(space, tmp_path
     pickled.write_bytes(b"\x80\x04\x95\x00cos\nsystem\n")
     status, _ = submit(client, pickled)
     assert status.startswith("Refused:") and "not UTF-8" in status
+    assert (sorted(config.requests.glob("*")) if config.requests.exists() else []) == before
+
+
+def test_a_lone_surrogate_in_a_response_is_refused_naming_its_question(space, tmp_path):
+    """Issue 23.16: `"\\ud800"` passed validation, then storing it raised UnicodeEncodeError and the
+    submitter saw gradio's generic error."""
+    client, config = space
+    ids = sample_ids()
+    before = sorted(config.requests.glob("*")) if config.requests.exists() else []
+    upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": ids[0], "response": "half a pair: \ud800"}])
+    status, _ = submit(client, upload, name="acme/surrogate", partial=True)
+    assert status.startswith("Refused:") and f"line 1: the response to {ids[0]!r} holds a lone surrogate" in status
     assert (sorted(config.requests.glob("*")) if config.requests.exists() else []) == before
 
 
@@ -316,6 +369,75 @@ def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
         assert not (tmp_path / "results" / record.key).exists()
     finally:
         garbled.stop()
+
+
+def test_a_malformed_request_file_is_skipped_and_shown_as_unreadable(scripted_endpoint, gamut, tmp_path):
+    """Issue 23.4: one malformed request file (`{"hello":1}`, a truncated request) ended every
+    `gamut worker --once` with an internal error and broke the Space's /queue and /submit."""
+    from gradio_client import Client
+
+    from gamut_hf.leaderboard.queue import RequestQueue
+
+    queue = RequestQueue(tmp_path / "requests")
+    waiting = one_submission(queue, user="hank")
+    (tmp_path / "requests" / "hello.json").write_text('{"hello":1}', encoding="utf-8")
+    text = (tmp_path / "requests" / f"{waiting.key}.json").read_text(encoding="utf-8")
+    (tmp_path / "requests" / "truncated.json").write_text(text[: len(text) // 2], encoding="utf-8")
+    done = run_worker(
+        gamut, SimpleNamespace(requests=tmp_path / "requests", results=tmp_path / "results"), scripted_endpoint.url
+    )
+    assert "handled 1 submission" in done.out and queue.get(waiting.key).status == "FINISHED"
+    skipped = [line for line in done.err.splitlines() if line.startswith("skipping ")]
+    assert len(skipped) == 2 and skipped[0].startswith("skipping hello.json: key: Field required")
+    assert skipped[1].startswith("skipping truncated.json: ")
+    assert str(tmp_path) not in done.err
+
+    config = SpaceConfig(
+        results=tmp_path / "results", requests=tmp_path / "requests", dataset="gamut-sample", login=False
+    )
+    app, url = launch(config)
+    try:
+        client = Client(url, verbose=False)
+        shown = rows(client.predict(api_name="/queue"))
+        assert [(r["model"], r["status"]) for r in shown] == [
+            ("m", "FINISHED"),
+            ("hello.json", "UNREADABLE"),
+            ("truncated.json", "UNREADABLE"),
+        ]
+        assert shown[1]["reason"].startswith("key: Field required")
+        upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": sample_ids()[0], "response": "an answer"}])
+        status, queue_shown = submit(client, upload, name="acme/after", partial=True)
+        assert status.startswith("Accepted: acme/after"), status
+        assert rows(queue_shown)[0]["status"] == "PENDING"
+    finally:
+        app.close()
+
+
+def test_a_failed_requests_reason_names_no_path_of_the_worker(gamut, tmp_path):
+    """Issue 23.15: the FAILED reason showed in the public queue a FileNotFoundError naming the
+    upload's full path on the worker's disk."""
+    from gamut_hf.leaderboard.queue import RequestQueue
+
+    queue = RequestQueue(tmp_path / "requests")
+    record = one_submission(queue, user="iris")
+    (tmp_path / "requests" / f"{record.key}.jsonl").unlink()
+    done = gamut("worker", "--requests", tmp_path / "requests", "--results", tmp_path / "results", "--once")
+    assert done.code == 0, done.err
+    failed = queue.get(record.key)
+    assert failed.status == "FAILED" and failed.reason == f"RequestFileError: {record.key}.jsonl: no such file"
+    assert str(tmp_path) not in done.err
+
+
+def test_public_reasons_keep_names_and_urls_but_no_absolute_paths(tmp_path):
+    from gamut_hf.leaderboard.worker import public_reason
+
+    folders = (tmp_path / "requests", tmp_path / "results")
+    error = FileNotFoundError(2, "No such file or directory", str(tmp_path / "requests" / "k.jsonl"))
+    assert public_reason(error, folders) == "FileNotFoundError: [Errno 2] No such file or directory: 'k.jsonl'"
+    error = OSError(f"cannot load /home/worker/.cache/gamut-hf/models/judge/config.json from {tmp_path / 'results'}")
+    assert public_reason(error, folders) == "OSError: cannot load config.json from results"
+    error = ConnectionError("http://127.0.0.1:8000/v1/chat/completions refused\nsecond line")
+    assert public_reason(error, folders) == "ConnectionError: http://127.0.0.1:8000/v1/chat/completions refused"
 
 
 def test_the_worker_judges_with_a_real_model(gamut, tmp_path):

@@ -119,3 +119,14 @@ def test_storage_keys_are_safe_and_distinct():
     assert storage_key(a) != storage_key(b)
     assert storage_key(a).startswith("acme-tiny-vl-7b-multimodal-")
     assert "/" not in storage_key(a) and ".." not in storage_key(a)
+
+
+def test_a_lone_surrogate_in_a_response_is_refused_with_its_question_id():
+    """Issue 23.16: JSON's `"\\ud800"` is a string Python takes, but no UTF-8 file can hold it."""
+    data = jsonl(
+        {"question_id": "q2", "response": "half a pair: \ud800"}, {"question_id": "q1", "response": "\U0001f600"}
+    )
+    assert b"\\ud800" in data and b"\\ud83d\\ude00" in data  # escaped, as json.dumps writes them
+    assert problems(data, partial=True) == [
+        "line 1: the response to 'q2' holds a lone surrogate ('\\ud800' at character 14), not text; pair it or remove it"
+    ]

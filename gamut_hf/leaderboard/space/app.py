@@ -45,7 +45,8 @@ class SpaceUI:
 def build_app(config: SpaceConfig) -> gr.Blocks:
     data = SpaceData(config)
     with gr.Blocks(title="GAMUT leaderboard") as app:
-        ui = SpaceUI(config, data, RequestQueue(config.requests), app, known_ids=list(data.questions))
+        queue = RequestQueue(config.requests, echo=lambda line: print(f"gamut space: {line}"))
+        ui = SpaceUI(config, data, queue, app, known_ids=list(data.questions))
         gr.Markdown(
             "# GAMUT: factual completeness of long answers\nScores are computed here from the judge's "
             "verdicts on every check; intervals are 95% bootstrap intervals over questions."

@@ -22,7 +22,7 @@ from gamut_hf.leaderboard.entries import (
     leaderboard_table,
     load_entry,
 )
-from gamut_hf.leaderboard.failures import FailureIndex, QuestionInfo, dataset_questions
+from gamut_hf.leaderboard.failures import EntryTables, FailureIndex, QuestionInfo, dataset_questions, entry_tables
 from gamut_hf.leaderboard.submission import MAX_UPLOAD_BYTES
 from gamut_hf.reports.report import Report, label_runs
 from gamut_hf.reports.statistics import Bootstrap, run_summary
@@ -77,8 +77,9 @@ class SpaceData:
     def __init__(self, config: SpaceConfig):
         self.config = config
         self.questions: dict[str, QuestionInfo] = dataset_questions(config.dataset) if config.dataset else {}
-        # folder name -> (mtime, entry, its run_summary): the intervals are the costly part, kept across refreshes
-        self.loaded: dict[str, tuple[int, Entry, dict]] = {}
+        # folder name -> (mtime, entry, its run_summary, its part of the failure index): the intervals
+        # and the tables are the costly part, kept across refreshes
+        self.loaded: dict[str, tuple[int, Entry, dict, EntryTables]] = {}
         self.entries: list[Entry] = []
         self.not_loaded: dict[str, str] = {}  # result folder -> why it is not on the board
         self.audits: list[FoundAudit] = []  # judge audits in the results folder
@@ -97,7 +98,7 @@ class SpaceData:
                 print(f"gamut space: {error}; showing the local copy")
         self.audits = find_audits([self.config.results])  # a few small files: read on every look
         found = {p.parent.name: p.stat().st_mtime_ns for p in self.config.results.glob(f"*/{RESULTS_FILE}")}
-        if found == {key: mtime for key, (mtime, _, _) in self.loaded.items()}:
+        if found == {key: loaded[0] for key, loaded in self.loaded.items()}:
             return False
         bootstrap = Bootstrap(resamples=self.config.resamples)
         loaded, not_loaded = {}, {}
@@ -110,10 +111,12 @@ class SpaceData:
                 if entry is None:
                     not_loaded[key] = "no score (the judge left checks unreadable or unjudged)"
                 else:
-                    loaded[key] = (mtime, entry, run_summary(entry.run.questions, bootstrap))
+                    # Every table the Space reads is read here, inside this folder's guard.
+                    loaded[key] = (mtime, entry, run_summary(entry.run.questions, bootstrap), entry_tables(entry))
             except Exception as error:  # noqa: BLE001 - one unreadable folder must not take the board down
                 # Named from the results folder: the server's own paths are not the visitor's business.
-                reason = str(error).replace(f"{self.config.results / key}{os.sep}", "").splitlines()[0]
+                folder = self.config.results / key
+                reason = str(error).replace(f"{folder}{os.sep}", "").replace(str(folder), key).splitlines()[0]
                 not_loaded[key] = f"{type(error).__name__}: {reason}"
                 print(f"gamut space: result folder {key} not loaded: {not_loaded[key]}")
         self.loaded = loaded
@@ -122,14 +125,15 @@ class SpaceData:
             **{k: why for k, why in self.not_loaded.items() if k in found and k not in loaded},
             **not_loaded,
         }
-        self.entries = [entry for _, entry, _ in loaded.values()]
+        self.entries = [entry for _, entry, _, _ in loaded.values()]
         # Labels depend on every entry (a backend is added where names collide): made afresh each time.
         label_runs([entry.run for entry in self.entries])
         size = len(self.questions) or None
         self.board = leaderboard_table(
-            [leaderboard_row(entry, summary, is_partial(entry, size)) for _, entry, summary in loaded.values()]
+            [leaderboard_row(entry, summary, is_partial(entry, size)) for _, entry, summary, _ in loaded.values()]
         )
-        self.index = FailureIndex(self.entries, self.questions) if self.entries else None
+        parts = {key: part for key, (_, _, _, part) in loaded.items()}
+        self.index = FailureIndex(self.entries, self.questions, parts) if self.entries else None
         self.report = None
         self.report_thread = threading.Thread(target=self._build_report, args=(list(self.entries),), daemon=True)
         self.report_thread.start()

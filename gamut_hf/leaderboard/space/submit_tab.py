@@ -88,6 +88,11 @@ def wire(ui: SpaceUI) -> None:
             }
             for r in sorted(queue.records(), key=lambda r: r.submitted_at, reverse=True)
         ]
+        # A request file that cannot be read is skipped by every worker; shown so it gets fixed or removed.
+        rows += [
+            {"model": name, "variant": "", "status": "UNREADABLE", "submitted": "", "by": "", "reason": why}
+            for name, why in sorted(queue.unreadable.items())
+        ]
         return pd.DataFrame(rows, columns=["model", "variant", "status", "submitted", "by", "reason"])
 
     def submit_as(user: str, path, name_, link_, access_, parameters_, variant_, partial_):
