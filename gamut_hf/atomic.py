@@ -5,16 +5,25 @@ folder with old and new files mixed, and a crash at any moment must lose nothing
 there before. Files are written beside their target, flushed to disk and renamed over it;
 folders are built beside their target and swapped in by two renames (the old one moved aside
 first, deleted only once the new one is in place), never deleted first.
+
+A folder a user may share with a command (a report's ``--out``, an export's ``OUT``) is written
+through :class:`OwnedFolder`: the command replaces only the files its own manifest lists, so a
+rerun never takes a stranger's file with it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from gamut_hf.errors import shown
+from gamut_hf.files import InputError
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -107,3 +116,203 @@ def folder_in_place(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+# -- folders a command owns only in part -------------------------------------------------------
+
+MANIFEST = ".gamut-manifest.json"
+
+
+class FolderNotOwnedError(InputError):
+    """A command would write into a folder, or over a file, that it did not write."""
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _relative(name: object) -> str | None:
+    """A manifest entry as a plain relative path inside the folder, or None (absolute, ``..``, odd)."""
+    if not isinstance(name, str) or not name or "\\" in name or "\x00" in name:
+        return None
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts) or name == MANIFEST:
+        return None
+    return name
+
+
+class OwnedFolder:
+    """Write a command's files into ``target``, replacing only files the same command wrote.
+
+    The rule for every command that writes a folder: it writes only inside a folder that is new,
+    empty, or carries its own marker, :data:`MANIFEST` (the command's name and each file it wrote,
+    with its SHA-256). Files are staged beside ``target`` while the command runs; on success each
+    one is renamed into place (atomic per file), the files the previous manifest listed that this
+    run did not write are removed (stale outputs), and the new manifest is written. Nothing else
+    is touched: a file the command did not write, or one changed since it wrote it, is never
+    replaced or removed; where the run would replace one, it is refused before anything is
+    written. On a failure ``target`` is left as it was.
+
+    ``others_allowed``: whether files of others may stay beside the command's own (a report
+    written into a paper's folder); if not, a folder that is not empty and has no manifest of
+    this command is refused at once (an annotation folder is not an export's to replace).
+    ``advice`` ends the one-line refusal: what to do instead.
+
+    >>> with OwnedFolder(out, "report", others_allowed=True, advice="...") as folder:
+    ...     folder.write_text("report.md", text)
+    ...     frame.to_csv(folder.path("tables/leaderboard.csv"))
+    """
+
+    def __init__(self, target: str | Path, command: str, *, others_allowed: bool, advice: str) -> None:
+        self.target = Path(target)
+        self.command = command
+        self.others_allowed = others_allowed
+        self.advice = advice
+        self.previous: dict[str, list[str]] = {}
+        self._staging: Path | None = None
+
+    # -- reading the folder as it is ---------------------------------------------------------
+
+    def _refuse(self, what: str) -> FolderNotOwnedError:
+        return FolderNotOwnedError(f"{self.target}: {what}; {self.advice}")
+
+    def _read_manifest(self) -> dict[str, list[str]] | None:
+        marker = self.target / MANIFEST
+        if not (marker.exists() or marker.is_symlink()):
+            return None
+        try:
+            if marker.is_symlink() or not marker.is_file():
+                raise ValueError
+            data = json.loads(marker.read_text(encoding="utf-8"))
+            files = data["files"]
+            command = data["command"]
+            if not isinstance(files, dict) or not isinstance(command, str):
+                raise ValueError
+        except (OSError, ValueError, KeyError, TypeError):
+            raise self._refuse(f"{MANIFEST} is not a manifest gamut can read") from None
+        if command != self.command:
+            raise self._refuse(f"holds the output of gamut {shown(command)}, not of gamut {self.command}")
+        manifest: dict[str, list[str]] = {}
+        for name, digests in files.items():
+            relative = _relative(name)
+            if relative is not None and isinstance(digests, list):
+                manifest[relative] = [d for d in digests if isinstance(d, str)]
+        return manifest
+
+    def _ours(self, relative: str) -> bool:
+        """Whether ``target/relative`` is a plain file this command wrote, unchanged since."""
+        path = self.target / relative
+        return (
+            relative in self.previous
+            and not path.is_symlink()
+            and path.is_file()
+            and _digest(path) in self.previous[relative]
+        )
+
+    def __enter__(self) -> OwnedFolder:
+        target = self.target
+        if target.is_symlink() or (target.exists() and not target.is_dir()):
+            raise self._refuse("exists and is not a folder")
+        manifest = self._read_manifest() if target.is_dir() else None
+        if manifest is None and target.is_dir() and not self.others_allowed:
+            strangers = sorted(child.name for child in target.iterdir())
+            if strangers:
+                raise self._refuse(
+                    f"holds {len(strangers)} file(s) or folder(s) that gamut {self.command} did not write "
+                    f"(first: {shown(strangers[0])})"
+                )
+        self.previous = manifest or {}
+        self._staging = staging_folder(target)
+        return self
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def path(self, relative: str) -> Path:
+        """Where to write the file ``relative`` (``tables/x.csv``) now; it lands in ``target`` on success."""
+        if self._staging is None:
+            raise RuntimeError("OwnedFolder.path outside its with block")
+        if _relative(relative) is None:
+            raise ValueError(f"not a plain relative path: {relative!r}")
+        staged = self._staging / relative
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        return staged
+
+    def folder(self, relative: str) -> Path:
+        """A folder that exists in ``target`` on success, even if no file lands in it."""
+        if self._staging is None:
+            raise RuntimeError("OwnedFolder.folder outside its with block")
+        staged = self._staging / relative
+        staged.mkdir(parents=True, exist_ok=True)
+        return staged
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        self.path(relative).write_bytes(data)
+
+    def write_text(self, relative: str, text: str) -> None:
+        self.path(relative).write_bytes(text.encode("utf-8"))
+
+    def _write_manifest(self, folder: Path, files: dict[str, list[str]]) -> None:
+        manifest = {"command": self.command, "files": dict(sorted(files.items()))}
+        write_text(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+
+    def _commit(self, staging: Path) -> None:
+        target = self.target
+        folders: list[str] = []
+        files: list[str] = []
+        for root, dirs, names in os.walk(staging):
+            base = Path(root).relative_to(staging)
+            folders += [(base / name).as_posix() for name in dirs]
+            files += [(base / name).as_posix() for name in names]
+        written = {relative: [_digest(staging / relative)] for relative in sorted(files)}
+        if not target.exists():  # a new folder: all of it appears at once
+            self._write_manifest(staging, written)
+            fsync_tree(staging)
+            try:  # a plain rename: onto a folder made meanwhile that is not empty, it fails
+                staging.rename(target)
+            except OSError:
+                (staging / MANIFEST).unlink()
+            else:
+                _fsync_folder(target.parent)
+                return
+        # Refuse before anything is written: nothing of another's may be replaced.
+        for relative in folders:
+            there = target / relative
+            if there.is_symlink() or (there.exists() and not there.is_dir()):
+                raise self._refuse(f"{relative} is in the way and is not a folder gamut {self.command} made")
+        for relative in written:
+            there = target / relative
+            if (there.exists() or there.is_symlink()) and not self._ours(relative):
+                raise self._refuse(
+                    f"{relative} was not written by gamut {self.command} (or was changed since); "
+                    "move it away to let it be replaced"
+                )
+        stale = [relative for relative in self.previous if relative not in written and self._ours(relative)]
+        fsync_tree(staging)
+        # While files move, the manifest claims both the old and the new content of each: a crash
+        # at any point leaves every file of this command's claimed, so a rerun is never stuck.
+        during = {name: self.previous.get(name, []) + digests for name, digests in written.items()}
+        self._write_manifest(target, {**{name: self.previous[name] for name in stale}, **during})
+        for relative in folders:
+            (target / relative).mkdir(parents=True, exist_ok=True)
+        for relative in written:
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / relative, target / relative)
+        for relative in stale:
+            (target / relative).unlink(missing_ok=True)
+        for parent in {(target / relative).parent for relative in [*written, *stale]}:
+            _fsync_folder(parent)
+        self._write_manifest(target, written)
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        staging, self._staging = self._staging, None
+        if staging is None:
+            return
+        try:
+            if kind is None:
+                self._commit(staging)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

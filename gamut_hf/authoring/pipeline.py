@@ -39,7 +39,7 @@ from gamut_hf.backends.base import Backend, ChatRequest, Choice, JsonSchema
 from gamut_hf.core.compiler import compile_rubric
 from gamut_hf.core.rubric import MetaRubric, RubricError, parse_meta_rubric
 from gamut_hf.dataset.annotations import QUESTIONS_FILE
-from gamut_hf.files import InputError, open_image
+from gamut_hf.files import open_image
 
 Echo = Callable[[str], None]
 
@@ -483,38 +483,23 @@ def refine(
 # -- 4. export -------------------------------------------------------------------------------
 
 
-def _is_previous_export(folder: Path) -> bool:
-    """An empty folder or one holding exactly what :func:`export` writes (questions.jsonl, images/)."""
-    names = {child.name for child in folder.iterdir()}
-    return (
-        names <= {QUESTIONS_FILE, "images"}
-        and not (folder / "images").is_symlink()
-        and ((folder / "images").is_dir() or "images" not in names)
-    )
-
-
 def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0", source: str = "authored") -> int:
     """Accepted questions as an annotation folder (SPEC section 5) that ``gamut build`` takes.
 
-    All or nothing: the folder is staged beside ``out`` and swapped in whole, so ``out`` is the old
-    export or the new one, never a mix. ``out`` may be new, empty or a previous export; anything
-    else is refused rather than replaced, since replacing it would delete what is in it.
+    ``out`` may be new, empty or a previous export (it carries the export's manifest,
+    :class:`atomic.OwnedFolder`); an annotation folder made by hand, or anything else not empty,
+    is refused rather than replaced. A rerun replaces the files the previous export wrote, each
+    atomically, removes those it no longer writes, and leaves any other file alone.
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out}: exists and is not a folder")
-    if out.is_dir() and not _is_previous_export(out):
-        raise InputError(
-            f"{out}: holds files that are not an export (only {QUESTIONS_FILE} and images/ may be "
-            "there); export into a new folder"
-        )
-    with atomic.folder_in_place(out) as staging:
-        (staging / "images").mkdir()
-        lines = []
+    lines = []
+    with atomic.OwnedFolder(
+        out, "author export", others_allowed=False, advice="export into a new or empty folder"
+    ) as folder:
+        folder.folder("images")
         for q in store.questions():
             if q.status != "accepted" or q.meta_rubric is None:
                 continue
-            shutil.copy2(store.folder / "images" / q.image, staging / "images" / q.image)
+            shutil.copy2(store.folder / "images" / q.image, folder.path(f"images/{q.image}"))
             record = {
                 "id": q.id,
                 "domain": q.domain,
@@ -529,5 +514,5 @@ def export(store: AuthoringStore, out: str | Path, *, license_: str = "CC-BY-4.0
             if q.binary_rubric is not None:
                 record["binary_rubric"] = q.binary_rubric
             lines.append(json.dumps(record, ensure_ascii=False))
-        (staging / QUESTIONS_FILE).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        folder.write_text(QUESTIONS_FILE, "".join(line + "\n" for line in lines))
     return len(lines)

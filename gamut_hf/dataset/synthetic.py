@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from gamut_hf import atomic
 from gamut_hf.core.compiler import compile_rubric
 from gamut_hf.core.rubric import TIERS, parse_meta_rubric
 
@@ -310,17 +311,17 @@ def synthetic_image(seed: int, width: int, height: int):
 
 
 def write_synthetic(out: str | Path, params: SyntheticParams = SyntheticParams()) -> Path:
-    """Write the synthetic annotation folder (questions.jsonl and JPEG images) to OUT."""
+    """Write the synthetic annotation folder (questions.jsonl and JPEG images) to OUT.
+
+    OUT may be new, empty or an earlier synthetic folder (its manifest, :class:`atomic.OwnedFolder`);
+    a rerun replaces the files it wrote and leaves any other file alone."""
     out = Path(out)
-    (out / "images").mkdir(parents=True, exist_ok=True)
     questions = synthetic_questions(params)
-    for index, question in enumerate(questions):
-        path = out / question["image"]
-        if not path.exists():
+    with atomic.OwnedFolder(out, "synthetic", others_allowed=False, advice="write into a new or empty folder") as owned:
+        owned.folder("images")
+        for index, question in enumerate(questions):
             synthetic_image(params.seed * 1_000_003 + index, params.image_width, params.image_height).save(
-                path, "JPEG", quality=85
+                owned.path(question["image"]), "JPEG", quality=85
             )
-    with (out / "questions.jsonl").open("w", encoding="utf-8") as handle:
-        for question in questions:
-            handle.write(json.dumps(question, ensure_ascii=False) + "\n")
+        owned.write_text("questions.jsonl", "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
     return out

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from gamut_hf import atomic
 from gamut_hf.core.rubric import TIERS, VERDICTS
 from gamut_hf.evaluation.audit import FoundAudit, find_audits
 from gamut_hf.evaluation.run_folder import (
@@ -945,18 +946,22 @@ def render_html(report: Report) -> str:
 
 
 def write_report(report: Report, out: str | Path) -> Path:
-    """report.md, report.html, tables/*.csv and figures/*.png under ``out`` (replacing an earlier report's)."""
+    """report.md, report.html, tables/*.csv and figures/*.png under ``out``, beside any other files.
+
+    ``out`` may hold files of others (a paper's folder): they are left alone. A rerun replaces the
+    files the previous report wrote (its manifest, :class:`atomic.OwnedFolder`), each atomically,
+    and removes those it no longer writes; a file of another's in the way is refused, never replaced.
+    """
     folder = Path(out)
-    (folder / "tables").mkdir(parents=True, exist_ok=True)
-    (folder / "figures").mkdir(parents=True, exist_ok=True)
-    for stale in [*folder.glob("tables/*.csv"), *folder.glob("figures/*.png")]:
-        stale.unlink()
-    for section in report.included:
-        for block in section.blocks:
-            if isinstance(block, Table):
-                block.data.to_csv(folder / "tables" / f"{block.name}.csv", index=False)
-            elif isinstance(block, Figure):
-                (folder / "figures" / f"{block.name}.png").write_bytes(block.png)
-    (folder / "report.md").write_text(render_markdown(report) + "\n", encoding="utf-8")
-    (folder / "report.html").write_text(render_html(report) + "\n", encoding="utf-8")
+    with atomic.OwnedFolder(folder, "report", others_allowed=True, advice="choose another --out folder") as owned:
+        owned.folder("tables")
+        owned.folder("figures")
+        for section in report.included:
+            for block in section.blocks:
+                if isinstance(block, Table):
+                    block.data.to_csv(owned.path(f"tables/{block.name}.csv"), index=False)
+                elif isinstance(block, Figure):
+                    owned.write_bytes(f"figures/{block.name}.png", block.png)
+        owned.write_text("report.md", render_markdown(report) + "\n")
+        owned.write_text("report.html", render_html(report) + "\n")
     return folder

@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from scipy import optimize, stats
 
+from gamut_hf import atomic
 from gamut_hf.core.compiler import compile_rubric
 from gamut_hf.core.rubric import TIERS, VERDICTS, parse_meta_rubric
 from gamut_hf.core.scorer import score_run
@@ -207,47 +208,57 @@ def simulate_runs(
     if params.text_only_easing is not None:
         graders.append((params.judges[0], "text_only", params.text_only_easing))
     folders = []
-    for judge, variant, easing in graders:
-        # Drawn once per judge and variant: every model meets the same judge on the same checks.
-        raise_draw, noise_draw, direction = rng.random(len(common)), rng.random(len(common)), rng.random(len(common))
-        for row in table:
-            draws, shares = models[row.model]
-            index = flat.verdicts(shares, draws)
-            for chance in (easing, judge.leniency):
-                index = np.where((index == 1) | (index == 2), index - (raise_draw < chance), index)
-            step = np.where(direction < 0.5, -1, 1) * (noise_draw < judge.noise)
-            index = np.clip(index + step, 0, len(VERDICTS) - 1)
-            verdicts = np.array(VERDICTS)[index]
-            per_question = np.split(verdicts, np.cumsum(flat.sizes)[:-1])
-            pairs = zip(checks, per_question, strict=True)
-            run_score = score_run([(cs, dict(zip((c.id for c in cs), vs, strict=True))) for cs, vs in pairs])
-            results = RunResults(
-                model=model_fingerprint("simulated", row.model, {}),
-                judge=model_fingerprint(
-                    "simulated",
-                    judge.name,
-                    {"leniency": judge.leniency, "noise": judge.noise} if judge.leniency or judge.noise else {},
-                ),
-                dataset={
-                    "source": "synthetic",
-                    "revision": None,
-                    "fingerprint": f"synthetic-{params.questions}-seed{params.seed}",
-                },
-                variant=variant,
-                prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
-                score=run_score,
-                judge_errors=0,
-                unfinished_checks=0,
-                usage={},
+    with atomic.OwnedFolder(
+        out, "simulate", others_allowed=False, advice="simulate into a new or empty folder"
+    ) as owned:
+        for judge, variant, easing in graders:
+            # Drawn once per judge and variant: every model meets the same judge on the same checks.
+            raise_draw, noise_draw, direction = (
+                rng.random(len(common)),
+                rng.random(len(common)),
+                rng.random(len(common)),
             )
-            folder = Path(out) / f"{_slug(row.model)}__{_slug(judge.name)}__{variant}"
-            responses = {
-                "question_id": [q["id"] for q in questions],
-                "error": [None] * len(questions),
-                "response": [f"A simulated answer of {row.model} to {q['id']}." for q in questions],
-            }
-            write_outputs(
-                folder, results, {**columns, "verdict": verdicts.tolist(), "rationale": blank, "raw": blank}, responses
-            )
-            folders.append(folder)
+            for row in table:
+                draws, shares = models[row.model]
+                index = flat.verdicts(shares, draws)
+                for chance in (easing, judge.leniency):
+                    index = np.where((index == 1) | (index == 2), index - (raise_draw < chance), index)
+                step = np.where(direction < 0.5, -1, 1) * (noise_draw < judge.noise)
+                index = np.clip(index + step, 0, len(VERDICTS) - 1)
+                verdicts = np.array(VERDICTS)[index]
+                per_question = np.split(verdicts, np.cumsum(flat.sizes)[:-1])
+                pairs = zip(checks, per_question, strict=True)
+                run_score = score_run([(cs, dict(zip((c.id for c in cs), vs, strict=True))) for cs, vs in pairs])
+                results = RunResults(
+                    model=model_fingerprint("simulated", row.model, {}),
+                    judge=model_fingerprint(
+                        "simulated",
+                        judge.name,
+                        {"leniency": judge.leniency, "noise": judge.noise} if judge.leniency or judge.noise else {},
+                    ),
+                    dataset={
+                        "source": "synthetic",
+                        "revision": None,
+                        "fingerprint": f"synthetic-{params.questions}-seed{params.seed}",
+                    },
+                    variant=variant,
+                    prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
+                    score=run_score,
+                    judge_errors=0,
+                    unfinished_checks=0,
+                    usage={},
+                )
+                name = f"{_slug(row.model)}__{_slug(judge.name)}__{variant}"
+                responses = {
+                    "question_id": [q["id"] for q in questions],
+                    "error": [None] * len(questions),
+                    "response": [f"A simulated answer of {row.model} to {q['id']}." for q in questions],
+                }
+                write_outputs(
+                    owned.folder(name),
+                    results,
+                    {**columns, "verdict": verdicts.tolist(), "rationale": blank, "raw": blank},
+                    responses,
+                )
+                folders.append(Path(out) / name)
     return folders

@@ -204,7 +204,7 @@ def test_cli_export_is_atomic_and_never_replaces_a_folder_that_is_not_an_export(
     notes.mkdir()
     (notes / "notes.txt").write_text("mine")
     done = gamut("author", "export", workspace, notes)
-    assert done.code == 2 and "holds files that are not an export" in done.err
+    assert done.code == 2 and "that gamut author export did not write (first: notes.txt)" in done.err
     assert (notes / "notes.txt").read_text() == "mine" and sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
 
     out = tmp_path / "annotations"
@@ -212,7 +212,60 @@ def test_cli_export_is_atomic_and_never_replaces_a_folder_that_is_not_an_export(
     first = (out / "questions.jsonl").read_text()
     with AuthoringStore(workspace) as store:
         store.edit(QID, "ana", "question", "How should I make this drink, exactly?")
-    assert gamut("author", "export", workspace, out).code == 0  # a previous export is replaced whole
+    assert gamut("author", "export", workspace, out).code == 0  # a previous export's files are replaced
     second = (out / "questions.jsonl").read_text()
     assert second != first and "exactly?" in second
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".annotations")) == []
+
+
+def _files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_export_never_empties_a_hand_made_annotation_folder_and_a_rerun_replaces_only_its_own(
+    workspace, gamut, tmp_path
+):
+    """Issue 23: an annotation folder (questions.jsonl + images/) not written by gamut is refused in
+    one line, byte for byte untouched; an export's rerun replaces its own files and no one else's."""
+    mine = tmp_path / "my-annotations"
+    (mine / "images").mkdir(parents=True)
+    (mine / "questions.jsonl").write_text('{"id": "hand-made"}\n')
+    (mine / "images" / "photo.png").write_bytes(b"\x89PNG hand-made")
+    before = _files(mine)
+    for accepted in (False, True):  # no accepted question (it used to leave 0 bytes), then one
+        if accepted:
+            with AuthoringStore(workspace) as store:
+                store.edit(QID, "ana", "status", "accepted")
+        done = gamut("author", "export", workspace, mine)
+        assert done.code == 2 and done.out == "", done.out
+        assert done.err.strip().count("\n") == 0 and str(mine) in done.err
+        assert "2 file(s) or folder(s) that gamut author export did not write (first: images)" in done.err
+        assert "export into a new or empty folder" in done.err
+        assert _files(mine) == before and sorted(p.name for p in mine.iterdir()) == ["images", "questions.jsonl"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".my-annotations")]
+
+    out = tmp_path / "export"
+    done = gamut("author", "export", workspace, out)
+    assert done.code == 0 and "exported 1 accepted" in done.out, done.err
+    manifest = json.loads((out / ".gamut-manifest.json").read_text())
+    assert manifest["command"] == "author export"
+    image = next(name for name in manifest["files"] if name.startswith("images/"))
+    assert sorted(manifest["files"]) == [image, "questions.jsonl"]
+    (out / "notes.txt").write_text("mine")  # a file of the user's beside the export
+    with AuthoringStore(workspace) as store:
+        store.edit(QID, "ana", "status", "rejected")
+    done = gamut("author", "export", workspace, out)  # the rerun replaces its files, drops the stale image
+    assert done.code == 0 and "exported 0 accepted" in done.out, done.err
+    assert _files(out) == {
+        ".gamut-manifest.json": (out / ".gamut-manifest.json").read_bytes(),
+        "notes.txt": b"mine",
+        "questions.jsonl": b"",
+    }
+    assert sorted(json.loads((out / ".gamut-manifest.json").read_text())["files"]) == ["questions.jsonl"]
+
+    (out / "questions.jsonl").write_text("edited by hand\n")  # changed since the export wrote it: not its own now
+    done = gamut("author", "export", workspace, out)
+    assert (
+        done.code == 2 and "questions.jsonl was not written by gamut author export (or was changed since)" in done.err
+    )
+    assert (out / "questions.jsonl").read_text() == "edited by hand\n" and (out / "notes.txt").read_text() == "mine"

@@ -282,3 +282,32 @@ def test_simulated_paper_runs_give_back_the_papers_shares_order_and_lenient_judg
     tau = float(re.search(r"Rank agreement over 14 models: Kendall tau ([0-9.]+)", markdown).group(1))
     assert tau >= 0.9
     assert "missing exceeds contradicts for 14 of 14 models" in markdown
+
+
+def test_a_report_writes_beside_a_users_files_and_a_rerun_removes_only_its_own_stale_outputs(gamut, tmp_path):
+    """Issue 23: `report --out paper/` never deletes the user's files; a rerun replaces exactly its own."""
+    runs, paper = tmp_path / "sim", tmp_path / "paper"
+    assert gamut("simulate", runs, "--questions", "10", "--no-text-only").code == 0
+    (paper / "tables").mkdir(parents=True)
+    (paper / "tables" / "my-data.csv").write_text("x,y\n1,2\n")
+    done = gamut("report", runs, "--out", paper, "--resamples", "1000")
+    assert done.code == 0, done.err
+    manifest = json.loads((paper / ".gamut-manifest.json").read_text())
+    first = set(manifest["files"])
+    assert manifest["command"] == "report" and {"report.md", "report.html"} <= first
+    assert "tables/my-data.csv" not in first and any(name.startswith("figures/") for name in first)
+    assert all((paper / name).is_file() for name in first)
+
+    (paper / "notes.txt").write_text("my notes")
+    one_run = sorted(p.parent for p in runs.rglob("results.json"))[0]
+    done = gamut("report", one_run, "--out", paper, "--resamples", "1000")  # fewer runs: fewer tables and figures
+    assert done.code == 0, done.err
+    second = set(json.loads((paper / ".gamut-manifest.json").read_text())["files"])
+    assert first - second  # the judges' comparisons and the like are not made for one run
+    assert not [name for name in first - second if (paper / name).exists()]  # its stale outputs are gone
+    assert all((paper / name).is_file() for name in second)
+    assert (paper / "tables" / "my-data.csv").read_text() == "x,y\n1,2\n"
+    assert (paper / "notes.txt").read_text() == "my notes"
+    on_disk = {p.relative_to(paper).as_posix() for p in paper.rglob("*") if p.is_file()}
+    assert on_disk == second | {".gamut-manifest.json", "tables/my-data.csv", "notes.txt"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".paper")]
