@@ -73,8 +73,11 @@ def _scaled_domains(params: SyntheticParams) -> list[str]:
 def _target_counts(params: SyntheticParams, rng: random.Random) -> list[int]:
     n = params.questions
     counts = [min(params.checks_max - 1, max(6, round(rng.gauss(params.checks_mean, 4.0)))) for _ in range(n)]
-    counts[rng.randrange(n)] = params.checks_max
     want = round(params.checks_mean * n)
+    # The paper's largest rubric, where the other questions can make up the mean around it (at
+    # their smallest, 6 checks each); a set of a few questions cannot, and would never balance.
+    if params.checks_max + 6 * (n - 1) <= want:
+        counts[rng.randrange(n)] = params.checks_max
     while sum(counts) != want:  # nudge random questions until the mean is exact
         i = rng.randrange(n)
         if sum(counts) > want and 6 < counts[i] < params.checks_max:

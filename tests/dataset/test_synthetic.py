@@ -48,3 +48,15 @@ def test_a_small_synthetic_set_builds_and_loads(tmp_path, monkeypatch):
     build_dataset(source, tmp_path / "built")
     questions = list(iter_questions(load_gamut(tmp_path / "built", "multimodal"), "multimodal"))
     assert len(questions) == 40 and questions[0].image.size == (96, 128)
+
+
+@pytest.mark.parametrize("questions", [1, 2, 3])
+def test_a_synthetic_set_of_a_few_questions_finishes_and_validates(gamut, tmp_path, questions):
+    """`gamut synthetic OUT --questions 1` used to spin for ever: one question pinned at the paper's
+    largest rubric (41 checks) could never average down to the mean (issue 23, item 13)."""
+    out = tmp_path / "synthetic"
+    made = gamut("synthetic", out, "--questions", str(questions), timeout=300)
+    assert made.code == 0, made.err
+    checked = gamut("validate", out)
+    assert checked.code == 0, checked.err
+    assert f"{questions} meta-rubric" in checked.out
