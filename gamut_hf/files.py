@@ -254,7 +254,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
         yield number, parse_json(line, f"{path}:{number}")
 
 
-def _decode_image(path: Path, max_bytes: int, *, verify: bool) -> Image | None:
+def _decode_image(path: Path, max_bytes: int) -> Image:
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
@@ -263,9 +263,6 @@ def _decode_image(path: Path, max_bytes: int, *, verify: bool) -> Image | None:
         with warnings.catch_warnings():
             warnings.simplefilter("error", PILImage.DecompressionBombWarning)
             image = PILImage.open(io.BytesIO(data))
-            if verify:
-                image.verify()
-                return None
             image.load()
             return image
     except (PILImage.DecompressionBombError, PILImage.DecompressionBombWarning) as error:
@@ -282,14 +279,13 @@ def open_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> Image:
     Besides the file checks of :func:`read_bytes`, an image whose header claims more pixels
     than PIL's ``MAX_IMAGE_PIXELS`` is refused before decoding (PIL only warns up to twice that).
     """
-    image = _decode_image(Path(path), max_bytes, verify=False)
-    assert image is not None  # verify=False always returns the decoded image
-    return image
+    return _decode_image(Path(path), max_bytes)
 
 
 def check_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> None:
-    """What :func:`open_image` refuses, found without decoding the pixels (PIL's ``verify``)."""
-    _decode_image(Path(path), max_bytes, verify=True)
+    """What :func:`open_image` refuses. The pixels are decoded, once: PIL's ``verify`` reads only
+    the structure, and a truncated JPEG passed it, to fail later in every run that used it."""
+    _decode_image(Path(path), max_bytes)
 
 
 def cache_root() -> Path:

@@ -307,3 +307,26 @@ def test_a_field_name_with_a_line_break_is_quoted_on_its_one_line(tmp_path, caps
         f"{source}/questions.jsonl:1: question {rows[0]['id']}, item i1, field 'id\\u2028': "
         "is not a field of this item type"
     ]
+
+
+def test_a_truncated_jpeg_is_refused_by_validate_and_build_naming_it(tmp_path, capsys):
+    """PIL's verify() passed a JPEG cut short; every multimodal run then ended in an internal
+    error naming no image (issue 23, item 12). Validation decodes each image once."""
+    import io
+
+    from PIL import Image
+
+    rows = valid_rows()[:1]
+    rows[0]["image"] = "images/cut.jpg"
+    source = annotation_folder(tmp_path / "src", rows)
+    encoded = io.BytesIO()
+    Image.effect_noise((256, 256), 64).convert("RGB").save(encoded, "JPEG")
+    (source / "images" / "cut.jpg").write_bytes(encoded.getvalue()[: len(encoded.getvalue()) // 2])
+    out = tmp_path / "out"
+    code, _, err = gamut(capsys, "build", source, out)
+    assert code == 2 and not out.exists()
+    assert err[0].startswith(
+        f"{source}/questions.jsonl:1: question {rows[0]['id']}, field image: image 'images/cut.jpg' is not a readable image"
+    )
+    code, _, err = gamut(capsys, "validate", source / "questions.jsonl")
+    assert code == 2 and "'images/cut.jpg' is not a readable image" in err[0] and len(err) == 1
