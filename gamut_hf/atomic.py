@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -121,6 +121,8 @@ def folder_in_place(target: str | Path) -> Iterator[Path]:
 # -- folders a command owns only in part -------------------------------------------------------
 
 MANIFEST = ".gamut-manifest.json"
+# Held while a command fills a folder of its own (:func:`claimed_folder`).
+LOCK = ".gamut-lock"
 
 
 class FolderNotOwnedError(InputError):
@@ -143,6 +145,40 @@ def _relative(name: object) -> str | None:
     if any(part in ("", ".", "..") for part in parts) or name == MANIFEST:
         return None
     return name
+
+
+def read_manifest(
+    target: Path, command: str, refuse: Callable[[str], FolderNotOwnedError]
+) -> dict[str, list[str]] | None:
+    """The files :data:`MANIFEST` in ``target`` says ``command`` wrote (name -> its digests), or
+    None where there is no manifest; refused (``refuse(why)``) where it is another command's or
+    cannot be read. Names that would point outside the folder are dropped, never followed."""
+    marker = target / MANIFEST
+    if not (marker.exists() or marker.is_symlink()):
+        return None
+    try:
+        if marker.is_symlink() or not marker.is_file():
+            raise ValueError
+        data = json.loads(marker.read_text(encoding="utf-8"))
+        files = data["files"]
+        written_by = data["command"]
+        if not isinstance(files, dict) or not isinstance(written_by, str):
+            raise ValueError
+    except (OSError, ValueError, KeyError, TypeError):
+        raise refuse(f"{MANIFEST} is not a manifest gamut can read") from None
+    if written_by != command:
+        raise refuse(f"holds the output of gamut {shown(written_by)}, not of gamut {command}")
+    manifest: dict[str, list[str]] = {}
+    for name, digests in files.items():
+        relative = _relative(name)
+        if relative is not None and isinstance(digests, list):
+            manifest[relative] = [d for d in digests if isinstance(d, str)]
+    return manifest
+
+
+def _write_manifest(folder: Path, command: str, files: dict[str, list[str]]) -> None:
+    manifest = {"command": command, "files": dict(sorted(files.items()))}
+    write_text(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
 
 
 class OwnedFolder:
@@ -181,27 +217,7 @@ class OwnedFolder:
         return FolderNotOwnedError(f"{self.target}: {what}; {self.advice}")
 
     def _read_manifest(self) -> dict[str, list[str]] | None:
-        marker = self.target / MANIFEST
-        if not (marker.exists() or marker.is_symlink()):
-            return None
-        try:
-            if marker.is_symlink() or not marker.is_file():
-                raise ValueError
-            data = json.loads(marker.read_text(encoding="utf-8"))
-            files = data["files"]
-            command = data["command"]
-            if not isinstance(files, dict) or not isinstance(command, str):
-                raise ValueError
-        except (OSError, ValueError, KeyError, TypeError):
-            raise self._refuse(f"{MANIFEST} is not a manifest gamut can read") from None
-        if command != self.command:
-            raise self._refuse(f"holds the output of gamut {shown(command)}, not of gamut {self.command}")
-        manifest: dict[str, list[str]] = {}
-        for name, digests in files.items():
-            relative = _relative(name)
-            if relative is not None and isinstance(digests, list):
-                manifest[relative] = [d for d in digests if isinstance(d, str)]
-        return manifest
+        return read_manifest(self.target, self.command, self._refuse)
 
     def _ours(self, relative: str) -> bool:
         """Whether ``target/relative`` is a plain file this command wrote, unchanged since."""
@@ -255,10 +271,6 @@ class OwnedFolder:
     def write_text(self, relative: str, text: str) -> None:
         self.path(relative).write_bytes(text.encode("utf-8"))
 
-    def _write_manifest(self, folder: Path, files: dict[str, list[str]]) -> None:
-        manifest = {"command": self.command, "files": dict(sorted(files.items()))}
-        write_text(folder / MANIFEST, json.dumps(manifest, indent=1) + "\n")
-
     def _commit(self, staging: Path) -> None:
         target = self.target
         folders: list[str] = []
@@ -269,7 +281,7 @@ class OwnedFolder:
             files += [(base / name).as_posix() for name in names]
         written = {relative: [_digest(staging / relative)] for relative in sorted(files)}
         if not target.exists():  # a new folder: all of it appears at once
-            self._write_manifest(staging, written)
+            _write_manifest(staging, self.command, written)
             fsync_tree(staging)
             try:  # a plain rename: onto a folder made meanwhile that is not empty, it fails
                 staging.rename(target)
@@ -295,7 +307,7 @@ class OwnedFolder:
         # While files move, the manifest claims both the old and the new content of each: a crash
         # at any point leaves every file of this command's claimed, so a rerun is never stuck.
         during = {name: self.previous.get(name, []) + digests for name, digests in written.items()}
-        self._write_manifest(target, {**{name: self.previous[name] for name in stale}, **during})
+        _write_manifest(target, self.command, {**{name: self.previous[name] for name in stale}, **during})
         for relative in folders:
             (target / relative).mkdir(parents=True, exist_ok=True)
         for relative in written:
@@ -305,7 +317,7 @@ class OwnedFolder:
             (target / relative).unlink(missing_ok=True)
         for parent in {(target / relative).parent for relative in [*written, *stale]}:
             _fsync_folder(parent)
-        self._write_manifest(target, written)
+        _write_manifest(target, self.command, written)
 
     def __exit__(self, kind: object, error: object, traceback: object) -> None:
         staging, self._staging = self._staging, None
@@ -316,3 +328,69 @@ class OwnedFolder:
                 self._commit(staging)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+# -- folders a command fills over time -----------------------------------------------------------
+
+
+def claim_folder(target: str | Path, command: str, *, names: Collection[str], advice: str) -> Path:
+    """Make ``target`` the folder of ``command``, one it fills over time (a run store that grows
+    as work is done, outputs rewritten at the end), under the rule of :class:`OwnedFolder`: the
+    folder must be new, empty, or carry ``command``'s manifest.
+
+    ``names`` are the files (and folders) such a folder is made of (``store.sqlite``,
+    ``results.json``...): the manifest claims them, and they are the only ones the command writes
+    there. A folder without a manifest that holds nothing but these names (written by a gamut-hf
+    from before manifests) is claimed as it is; one holding anything else is refused, as is a
+    file, or a folder of another command.
+    """
+    target = Path(target)
+
+    def refuse(what: str) -> FolderNotOwnedError:
+        return FolderNotOwnedError(f"{target}: {what}; {advice}")
+
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise refuse("exists and is not a folder")
+    try:
+        manifest = read_manifest(target, command, refuse) if target.is_dir() else None
+        strangers = []
+        if manifest is None and target.is_dir():
+            strangers = sorted(child.name for child in target.iterdir() if child.name not in {*names, LOCK})
+    except OSError as error:
+        raise refuse(f"cannot be read ({error.strerror or error})") from None
+    if strangers:
+        raise refuse(
+            f"holds {len(strangers)} file(s) or folder(s) that gamut {command} did not write "
+            f"(first: {shown(strangers[0])})"
+        )
+    claimed = {name: (manifest or {}).get(name, []) for name in names}
+    if manifest is None or not claimed.keys() <= manifest.keys():
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            _write_manifest(target, command, {**(manifest or {}), **claimed})
+        except OSError as error:
+            raise refuse(f"cannot be written ({error.strerror or error})") from None
+    return target
+
+
+@contextmanager
+def claimed_folder(target: str | Path, command: str, *, names: Collection[str], advice: str) -> Iterator[Path]:
+    """:func:`claim_folder`, then hold the folder locked while the command writes there: a second
+    command writing into it at the same time is refused in one line instead of mixing two runs
+    (the lock dies with its process, so a killed run never leaves the folder stuck)."""
+    from filelock import FileLock, Timeout
+
+    folder = claim_folder(target, command, names=names, advice=advice)
+    lock = FileLock(folder / LOCK, timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise FolderNotOwnedError(
+            f"{folder}: another gamut {command} is writing into it now; wait for it to end"
+        ) from None
+    except OSError as error:
+        raise FolderNotOwnedError(f"{folder}: cannot be written ({error.strerror or error}); {advice}") from None
+    try:
+        yield folder
+    finally:
+        lock.release()

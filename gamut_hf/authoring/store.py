@@ -23,6 +23,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gamut_hf.atomic import claim_folder
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS proposals (
     image TEXT, candidate INTEGER, question TEXT, text_question TEXT, entity TEXT, domain TEXT,
@@ -64,6 +66,19 @@ class AuthoredQuestion:
     updated_at: str
 
 
+# What a workspace is made of: the store (and SQLite's files beside it), the photos, the rubrics
+# written as questions are accepted, and the review app's exports.
+WORKSPACE_FILES = (
+    "authoring.sqlite",
+    "authoring.sqlite-wal",
+    "authoring.sqlite-shm",
+    "authoring.sqlite-journal",
+    "images",
+    "rubrics",
+    "exports",
+)
+
+
 class AuthoringStore:
     """The workspace's store; safe to share between threads (the review app serves each request
     on a worker thread): every thread gets its own SQLite connection, so one thread's transaction
@@ -72,8 +87,10 @@ class AuthoringStore:
     BUSY_TIMEOUT_S = 30.0
 
     def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        # The workspace is the authoring commands' own folder: never one of another's files.
+        self.folder = claim_folder(
+            folder, "author", names=WORKSPACE_FILES, advice="choose a new or empty folder for the workspace"
+        )
         (self.folder / "images").mkdir(exist_ok=True)
         (self.folder / "rubrics").mkdir(exist_ok=True)
         self._local = threading.local()

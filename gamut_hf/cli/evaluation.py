@@ -9,6 +9,8 @@ import click
 
 from gamut_hf.backends import BACKENDS
 from gamut_hf.cli.options import (
+    EXIT_STATUS_HELP,
+    exit_if_every_request_failed,
     key_values,
     pipeline_options,
     print_summary,
@@ -45,9 +47,10 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
     if results is not None:
         print_summary(results, options["out"])
+        exit_if_every_request_failed(results)
 
 
-@click.command("run")
+@click.command("run", epilog=EXIT_STATUS_HELP)
 @pipeline_options
 def run_command(**options: Any) -> None:
     """Generate, judge and score: DIR receives results.json and details.parquet.
@@ -67,7 +70,7 @@ def generate(**options: Any) -> None:
     _pipeline(("generate",), options)
 
 
-@click.command()
+@click.command(epilog=EXIT_STATUS_HELP)
 @pipeline_options
 def judge(**options: Any) -> None:
     """Judge the stored answers (a new --judge reuses them), then score."""
@@ -131,7 +134,8 @@ def judge_audit(
     per-verdict precision and recall, the error of question and Gamut scores, and the
     injection flip rate.
     """
-    from gamut_hf.evaluation.audit import default_audit_folder, run_audit
+    from gamut_hf.atomic import claimed_folder
+    from gamut_hf.evaluation.audit import AUDIT_FOLDER_FILES, default_audit_folder, run_audit
     from gamut_hf.evaluation.config import ModelSpec, model_spec
     from gamut_hf.reports.audit_report import summary_lines, write_audit_report
 
@@ -140,18 +144,23 @@ def judge_audit(
     )
     folder = Path(out) if out else default_audit_folder(spec)
     click.echo(f"judge audit: {spec.name} ({spec.backend}) into {folder}", err=True)
-    results = run_audit(
-        spec,
-        folder,
-        labels=labels,
-        rationale=rationale,
-        judge_retries=judge_retries,
-        judge_batch_size=judge_batch_size,
-        limit=limit,
-        retry_errors=retry_errors,
-        echo=lambda line: click.echo(line, err=True),
-    )
-    write_audit_report(results, folder)
+    # Held from the first verdict to audit.json: a second audit into the folder meanwhile is refused,
+    # so audit.json always measures the store beside it.
+    with claimed_folder(
+        folder, "judge-audit", names=AUDIT_FOLDER_FILES, advice="give --out a new or empty folder, or an audit folder"
+    ):
+        results = run_audit(
+            spec,
+            folder,
+            labels=labels,
+            rationale=rationale,
+            judge_retries=judge_retries,
+            judge_batch_size=judge_batch_size,
+            limit=limit,
+            retry_errors=retry_errors,
+            echo=lambda line: click.echo(line, err=True),
+        )
+        write_audit_report(results, folder)
     for line in summary_lines(results):
         click.echo(line)
     click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")

@@ -137,14 +137,9 @@ def score(
     if verdicts is None:
         if not Path(rubric).is_dir():
             raise BadInput(f"{rubric}: expected a run folder, or a RUBRIC and a VERDICTS file")
-        from gamut_hf.evaluation.pipeline import score as score_store
-        from gamut_hf.evaluation.store import RunStore, has_store
+        from gamut_hf.evaluation.pipeline import rescore
 
-        if not has_store(rubric):
-            raise BadInput(f"{rubric}: no run store here (store.sqlite)")
-        with RunStore(rubric) as store:
-            results = score_store(store, rubric, errors_as_missing=errors_as_missing, params=params)
-        print_summary(results, rubric)
+        print_summary(rescore(rubric, errors_as_missing=errors_as_missing, params=params), rubric)
         return
     checks = load_checks(rubric, compile_params(options))
     given = read_json(verdicts)

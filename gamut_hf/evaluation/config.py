@@ -123,10 +123,12 @@ def model_spec(
 
 def stored_run_config(out: str | Path) -> RunConfig | None:
     """The settings of the run already in ``out``, if any."""
+    from gamut_hf.evaluation.run_folder import claim_run_folder
     from gamut_hf.evaluation.store import has_store
 
     if not has_store(out):
         return None
+    claim_run_folder(out)  # before the store is opened: a folder of another's is not read as a run
     with RunStore(out) as store:
         return stored_config(store)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gamut_hf.evaluation.config import RunConfig, stored_config
 from gamut_hf.evaluation.pipeline import score
-from gamut_hf.evaluation.run_folder import RunResults
+from gamut_hf.evaluation.run_folder import RunResults, hold_run_folder
 from gamut_hf.evaluation.store import RunStore, StoreConflict, has_store
 from gamut_hf.files import InputError
 
@@ -25,12 +25,13 @@ def merge_runs(
     echo: Callable[[str], None] = print,
 ) -> RunResults:
     """Merge each source's store into ``out``'s, then score ``out`` as one run."""
+    for source in sources:  # before OUT is made: a typo in a source leaves nothing behind
+        if not has_store(source):
+            raise InputError(f"{source}: no run store here (store.sqlite)")
     configs = []
     fingerprint = None
-    with RunStore(out) as target:
+    with hold_run_folder(out), RunStore(out) as target:
         for source in sources:
-            if not has_store(source):
-                raise InputError(f"{source}: no run store here (store.sqlite)")
             with RunStore(source) as other:
                 config = stored_config(other)
                 if config is None:

@@ -40,7 +40,14 @@ from gamut_hf.evaluation.judge import (
     judge_request,
     parse_verdict,
 )
-from gamut_hf.evaluation.run_folder import RunResults, StageReport, stored_stages, unclosed_line, write_outputs
+from gamut_hf.evaluation.run_folder import (
+    RunResults,
+    StageReport,
+    hold_run_folder,
+    stored_stages,
+    unclosed_line,
+    write_outputs,
+)
 from gamut_hf.evaluation.source import PlannedQuestion, Questions, QuestionSource
 from gamut_hf.evaluation.store import (
     RunStore,
@@ -424,6 +431,19 @@ def score(
     return write_outputs(out, results, {name: [row[name] for row in details] for name in DETAILS_FEATURES}, responses)
 
 
+def rescore(
+    out: str | Path, *, errors_as_missing: bool = False, params: ScoreParams = DEFAULT_SCORE_PARAMS
+) -> RunResults:
+    """Score the run folder ``out`` again from its store (`gamut score RUN_DIR`)."""
+    from gamut_hf.evaluation.store import has_store
+    from gamut_hf.files import InputError
+
+    if not has_store(out):
+        raise InputError(f"{out}: no run store here (store.sqlite)")
+    with hold_run_folder(out), RunStore(out) as store:
+        return score(store, out, errors_as_missing=errors_as_missing, params=params)
+
+
 # -- the whole run ---------------------------------------------------------------------------
 
 
@@ -442,7 +462,7 @@ def run(
 ) -> RunResults | None:
     """Generate, judge and score (or some of these) into the run folder ``out``."""
     source = QuestionSource(config)
-    with RunStore(out) as store:
+    with hold_run_folder(out), RunStore(out) as store:
         record_run(config, source, store)
         reports = []
         if "generate" in stages:
