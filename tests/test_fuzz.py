@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from conftest import DATA
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_properties import meta_rubrics
 
@@ -255,3 +255,75 @@ def test_uploads_are_accepted_or_refused_line_by_line(data):
         ), error.problems
     else:
         assert set(submission.responses) <= set(IDS)
+
+
+REQUEST_KEY = "acme-tiny-7b-text_only-0123456789"
+REQUEST = {
+    "key": REQUEST_KEY,
+    "model": {**CARD, "variant": "text_only"},
+    "status": "PENDING",
+    "submitted_by": "erin",
+    "submitted_at": "2025-01-01T00:00:00Z",
+    "updated_at": "2025-01-01T00:00:00Z",
+    "partial": True,
+    "questions": 3,
+    "reason": None,
+    "worker": None,
+    "heartbeat": None,
+    "attempts": 0,
+    "retry_after": None,
+    "fault": None,
+}
+
+
+def one_line(text: str) -> bool:
+    return len(text.splitlines()) == 1
+
+
+@fuzz(200)
+@given(st.data())
+def test_request_files_are_read_or_skipped_with_one_line(data):
+    """Whatever a request file holds (a broken request, any JSON, any bytes), the queue reads it as
+    a request or skips it, logged in one line; a worker's claim and the Space never see an exception."""
+    from gamut_hf.leaderboard.queue import RequestQueue
+
+    raw = data.draw(st.binary(max_size=200)) if data.draw(st.booleans()) else document(data.draw, REQUEST)
+    with scratch() as folder:
+        (folder / f"{REQUEST_KEY}.json").write_bytes(raw)
+        logged: list[str] = []
+        queue = RequestQueue(folder, echo=logged.append)
+        records = queue.records()
+        event("read as a request" if records else "skipped")
+        if records:
+            [record] = records
+            assert record.key == REQUEST_KEY and not queue.unreadable and not logged
+            claimed = queue.claim("fuzz-worker")  # a valid request can be claimed and written back
+            if claimed is not None:
+                assert queue.get(REQUEST_KEY) == claimed
+        else:
+            [(name, reason)] = queue.unreadable.items()
+            assert name == f"{REQUEST_KEY}.json" and one_line(reason) and reason.strip(), reason
+            assert logged == [f"skipping {name}: {reason}"]
+            assert queue.claim("fuzz-worker") is None and queue.records() == [] and len(logged) == 1
+
+
+@fuzz(150)
+@given(st.data())
+def test_stored_uploads_are_read_or_refused_with_one_line(data):
+    """A request's stored responses, damaged any way, are read back or refused in one line naming the file."""
+    from gamut_hf.leaderboard.queue import RequestFileError, RequestQueue
+
+    records = [{"question_id": q, "response": data.draw(st.text(max_size=20))} for q in IDS]
+    lines = [json.dumps(data.draw(broken_value(r)), ensure_ascii=data.draw(st.booleans())) for r in records]
+    raw = data.draw(broken_text("\n".join(lines)) | st.binary(max_size=200))
+    with scratch() as folder:
+        (folder / f"{REQUEST_KEY}.jsonl").write_bytes(raw)
+        queue = RequestQueue(folder)
+        try:
+            responses = queue.responses(REQUEST_KEY, IDS, partial=data.draw(st.booleans()))
+        except RequestFileError as error:
+            assert str(error).startswith(f"{REQUEST_KEY}.jsonl: ") and one_line(str(error)), str(error)
+        else:
+            assert responses and set(responses) <= set(IDS)
+            assert all(isinstance(text, str) for text in responses.values())
+            "".join(responses.values()).encode("utf-8")  # text a file can hold: no lone surrogate

@@ -14,6 +14,19 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
+def retry_waits(ctx: click.Context, param: click.Parameter, value: str) -> tuple[float, ...]:
+    """``--retry-waits 1,5,30``: minutes before each automatic try again ('' or 'none': no retries)."""
+    if value.strip().lower() in ("", "none"):
+        return ()
+    try:
+        minutes = tuple(float(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected minutes separated by commas, e.g. 1,5,30") from None
+    if not all(0 <= m < 60 * 24 * 365 for m in minutes):  # also refuses nan and inf
+        raise click.BadParameter(f"{value!r}: each wait is from 0 to a year of minutes")
+    return minutes
+
+
 # -- the leaderboard Space --------------------------------------------------------------------
 
 
@@ -27,7 +40,27 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
 @click.option("--judge-base-url", "judge_base_urls", multiple=True, metavar="URL", help="Judge endpoint(s) (openai).")
 @click.option("--requests-repo", metavar="REPO_ID", help="Hub dataset mirrored in --requests (pulled, pushed).")
 @click.option("--results-repo", metavar="REPO_ID", help="Hub dataset mirrored in --results (pushed).")
-@click.option("--once", is_flag=True, help="Stop when the queue is empty instead of waiting for more.")
+@click.option("--once", is_flag=True, help="Stop when no request is due instead of waiting for more.")
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="First put every FAILED request that was not the submission's fault back to PENDING (after a judge outage).",
+)
+@click.option(
+    "--requeue",
+    "requeue_keys",
+    multiple=True,
+    metavar="KEY",
+    help="First put the FAILED request KEY back to PENDING, whatever failed (or try a waiting one now).",
+)
+@click.option(
+    "--retry-waits",
+    default="1,5,30",
+    show_default=True,
+    callback=retry_waits,
+    metavar="MINUTES",
+    help="After a try the judge failed, the waits before each try again; then FAILED ('' for no retries).",
+)
 @click.option("--poll", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds between looks.")
 @click.option(
     "--lease",
@@ -47,16 +80,22 @@ def worker(
     requests_repo: str | None,
     results_repo: str | None,
     once: bool,
+    retry_failed: bool,
+    requeue_keys: tuple[str, ...],
+    retry_waits: tuple[float, ...],
     poll: float,
     lease: float,
 ) -> None:
-    """Judge queued submissions (PENDING -> RUNNING -> FINISHED or FAILED) into result folders."""
+    """Judge queued submissions (PENDING -> RUNNING -> FINISHED or FAILED) into result folders.
+
+    A try that the judge fails (not the submission) is tried again after each of --retry-waits;
+    after the last, the request is FAILED until --retry-failed or --requeue puts it back."""
     from datetime import timedelta
 
     from gamut_hf.dataset.hub import HubFolder
     from gamut_hf.evaluation.config import RunConfig, model_spec
     from gamut_hf.leaderboard.queue import RequestQueue
-    from gamut_hf.leaderboard.worker import serve
+    from gamut_hf.leaderboard.worker import put_back, serve
 
     judge_spec = model_spec(
         RunConfig().judge, judge, judge_backend, key_values(judge_options, "--judge-option"), judge_base_urls
@@ -66,6 +105,9 @@ def worker(
         click.echo(line, err=True)
 
     queue = RequestQueue(requests_dir, echo=echo)  # a request file that cannot be read is skipped, said once
+    requests_hub = HubFolder(requests_repo, requests_dir) if requests_repo else None
+    if retry_failed or requeue_keys:
+        put_back(queue, requeue_keys, every_failed=retry_failed, requests_hub=requests_hub, echo=echo)
     handled = serve(
         queue,
         Path(results_dir),
@@ -75,9 +117,10 @@ def worker(
         once=once,
         poll=poll,
         echo=echo,
-        requests_hub=HubFolder(requests_repo, requests_dir) if requests_repo else None,
+        requests_hub=requests_hub,
         results_hub=HubFolder(results_repo, results_dir) if results_repo else None,
         lease=timedelta(seconds=lease),
+        retry_waits=[timedelta(minutes=minutes) for minutes in retry_waits],
     )
     click.echo(f"handled {handled} submission(s)")
 

@@ -2,7 +2,14 @@
 
 ``REQUESTS/<key>.json`` holds the model card, who submitted it and when, and a status that
 goes PENDING -> RUNNING -> FINISHED or FAILED (with the reason); ``REQUESTS/<key>.jsonl`` holds
-the validated responses, rewritten by us (never the raw upload). ``key`` comes from
+the validated responses, rewritten by us (never the raw upload).
+
+A try that fails for the judge's reasons (its endpoint or engine down, checks left unjudged)
+is not the submitter's doing: the request goes back to PENDING with ``retry_after`` set, after
+growing waits (:data:`RETRY_WAITS`), and ends FAILED only once the waits are used up. A failure
+of the submission's own (its upload unreadable or invalid) is FAILED at once. A FAILED request
+is put back by the maintainer (``gamut worker --retry-failed`` or ``--requeue KEY``), without
+counting as a new submission. ``key`` comes from
 :func:`gamut_hf.leaderboard.submission.storage_key`, never from user text directly. Every write goes to a
 temporary file renamed into place (:mod:`gamut_hf.atomic`), so a crash leaves either the old
 file or the new one.
@@ -19,28 +26,36 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from gamut_hf.atomic import write_text
-from gamut_hf.errors import GamutError, first_problem
-from gamut_hf.files import InputError, jsonl_lines, read_text
+from gamut_hf.errors import GamutError, first_problem, shown
+from gamut_hf.files import InputError, read_bytes, read_text
 from gamut_hf.leaderboard.submission import (
+    MAX_UPLOAD_BYTES,
     ModelInfo,
     Submission,
     SubmissionError,
+    parse_responses,
     storage_key,
 )
 
 Status = Literal["PENDING", "RUNNING", "FINISHED", "FAILED"]
+# Whose failure ended a try: the submission's (its upload) is final; the judge's is tried again.
+Fault = Literal["submission", "judge"]
 MAX_PER_DAY = 3
 LEASE = timedelta(minutes=10)  # a claim not renewed for this long is free to take over
 MAX_REQUEST_BYTES = 1024 * 1024  # a request file is a card and a status: a few hundred bytes
+# After a try that failed for the judge's reasons, the wait before the next: an outage of a few
+# minutes costs a submission nothing, a longer one ends it FAILED after len(RETRY_WAITS) + 1 tries.
+RETRY_WAITS = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=30))
+KEPT = "the submission is kept, and `gamut worker --retry-failed` judges it again"  # what a FAILED one can expect
 
 
 class RequestRecord(BaseModel):
@@ -55,6 +70,14 @@ class RequestRecord(BaseModel):
     reason: str | None = None
     worker: str | None = None  # who holds the claim (RUNNING)
     heartbeat: datetime | None = None  # when that worker last renewed it
+    # Fields added later have defaults, so request files written before them still load.
+    attempts: int = Field(0, ge=0)  # tries that failed for the judge's reasons
+    retry_after: datetime | None = None  # a PENDING request waiting to be tried again is not claimed before
+    fault: Fault | None = None  # whose failure a FAILED request's was
+
+
+class RequeueRefused(GamutError):
+    """A request the maintainer asked to put back that is not FAILED (nor waiting to be tried again)."""
 
 
 class ClaimLost(GamutError):
@@ -72,6 +95,21 @@ def _stderr(line: str) -> None:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def tries(count: int) -> str:
+    return f"{count} {'try' if count == 1 else 'tries'}"
+
+
+def due(record: RequestRecord, now: datetime) -> bool:
+    """A PENDING request that is not waiting for the time of its next try."""
+    return record.status == "PENDING" and (record.retry_after is None or record.retry_after <= now)
+
+
+def retryable(record: RequestRecord) -> bool:
+    """A FAILED request whose failure is not known to be the submission's (requests that failed
+    before faults were recorded count as the judge's: one more try costs little)."""
+    return record.status == "FAILED" and record.fault != "submission"
 
 
 def stale(record: RequestRecord, now: datetime, lease: timedelta = LEASE) -> bool:
@@ -93,15 +131,18 @@ class RequestQueue:
 
     def _read(self, path: Path) -> RequestRecord:
         """One request file; RequestFileError naming the file by its name when it is no request."""
+        name = shown(path.name)  # a name holding a line break or undecodable bytes stays one quoted line
+        if path.is_symlink():  # it would be read from, and its reason shown, wherever it points
+            raise RequestFileError(f"{name}: is a symbolic link; a request is a plain file in the folder")
         try:
             record = RequestRecord.model_validate_json(read_text(path, max_bytes=MAX_REQUEST_BYTES))
         except InputError as error:
-            raise RequestFileError(f"{path.name}: {error.reason}") from None
+            raise RequestFileError(f"{name}: {error.reason}") from None
         except ValidationError as error:
             where, message = first_problem(error)
-            raise RequestFileError(f"{path.name}: {f'{where}: ' if where else ''}{message}") from None
+            raise RequestFileError(f"{name}: {f'{where}: ' if where else ''}{message}") from None
         if record.key != path.stem:  # the key names the files a worker reads and writes
-            raise RequestFileError(f"{path.name}: its key {record.key!r} is not its file name")
+            raise RequestFileError(f"{name}: its key {record.key!r} is not its file name")
         return record
 
     def records(self) -> list[RequestRecord]:
@@ -112,8 +153,9 @@ class RequestQueue:
             try:
                 records.append(self._read(path))
             except RequestFileError as error:
-                unreadable[path.name] = str(error).removeprefix(f"{path.name}: ")
-                if self.unreadable.get(path.name) != unreadable[path.name]:  # logged once, not every poll
+                name = shown(path.name)
+                unreadable[name] = str(error).removeprefix(f"{name}: ")
+                if self.unreadable.get(name) != unreadable[name]:  # logged once, not every poll
                     self.echo(f"skipping {error}")
         self.unreadable = unreadable
         return records
@@ -123,18 +165,22 @@ class RequestQueue:
         path = self.folder / f"{key}.json"
         return self._read(path) if path.exists() or path.is_symlink() else None
 
-    def responses(self, key: str) -> dict[str, str]:
-        """A request's responses; RequestFileError naming the file (not its path) when they cannot be read."""
+    def responses(self, key: str, known_ids: Collection[str] | None = None, *, partial: bool = True) -> dict[str, str]:
+        """A request's responses, checked as an upload is against ``known_ids`` (the questions
+        judged; by default those the file answers), every question unless ``partial``.
+        RequestFileError naming the file (not its path) when they cannot be read or taken."""
         name = f"{key}.jsonl"
+        path = self.folder / name
         try:
-            text = read_text(self.folder / name)
+            if path.is_symlink():  # what it points to is no upload of ours
+                raise InputError(f"{name}: is a symbolic link", reason="is a symbolic link, not an upload")
+            data = read_bytes(path, max_bytes=MAX_UPLOAD_BYTES)
         except InputError as error:
             raise RequestFileError(f"{name}: {error.reason}") from None
         try:
-            records = [json.loads(line) for _, line in jsonl_lines(text)]
-            return {record["question_id"]: record["response"] for record in records}
-        except (ValueError, KeyError, TypeError) as error:  # written by us: only damage gets here
-            raise RequestFileError(f"{name}: damaged ({type(error).__name__}: {error})".splitlines()[0]) from None
+            return parse_responses(data, known_ids, partial=partial)
+        except SubmissionError as error:
+            raise RequestFileError(f"{name}: {error}") from None
 
     def files(self, key: str) -> list[Path]:
         """The files of one request (what a hub mirror pushes after a change)."""
@@ -192,12 +238,12 @@ class RequestQueue:
         return FileLock(self.folder / ".claims.lock")
 
     def claim(self, worker: str, *, lease: timedelta = LEASE, now: datetime | None = None) -> RequestRecord | None:
-        """The oldest PENDING request (or RUNNING one whose claim is stale), now RUNNING for
-        ``worker``; None when nothing is free."""
+        """The oldest PENDING request that is due (or RUNNING one whose claim is stale), now
+        RUNNING for ``worker``; None when nothing is free."""
         now = now or _now()
         with self._claims():
             for record in sorted(self.records(), key=lambda r: r.submitted_at):
-                if record.status == "PENDING" or stale(record, now, lease):
+                if due(record, now) or stale(record, now, lease):
                     record = record.model_copy(
                         update={
                             "status": "RUNNING",
@@ -205,6 +251,7 @@ class RequestQueue:
                             "heartbeat": now,
                             "updated_at": now,
                             "reason": None,
+                            "retry_after": None,
                         }
                     )
                     self._save(record)
@@ -239,12 +286,91 @@ class RequestQueue:
         return record
 
     def finish(
-        self, record: RequestRecord, status: Literal["FINISHED", "FAILED"], reason: str | None = None
+        self,
+        record: RequestRecord,
+        status: Literal["FINISHED", "FAILED"],
+        reason: str | None = None,
+        *,
+        fault: Fault | None = None,
     ) -> RequestRecord:
         """End a claim; ClaimLost (nothing written) when another worker took it over meanwhile."""
         with self._claims():
             record = self._held(record).model_copy(
-                update={"status": status, "reason": reason, "heartbeat": None, "updated_at": _now()}
+                update={"status": status, "reason": reason, "fault": fault, "heartbeat": None, "updated_at": _now()}
             )
             self._save(record)
         return record
+
+    def fail(
+        self,
+        record: RequestRecord,
+        reason: str,
+        fault: Fault,
+        *,
+        waits: Sequence[timedelta] = RETRY_WAITS,
+        now: datetime | None = None,
+    ) -> RequestRecord:
+        """End a claim that failed. The submission's fault is final (FAILED); the judge's puts the
+        request back as PENDING, due after the next of ``waits``, until they are used up (then
+        FAILED with the count of tries). ClaimLost as :meth:`finish`."""
+        if fault == "submission":
+            return self.finish(record, "FAILED", reason, fault=fault)
+        now = now or _now()
+        with self._claims():
+            held = self._held(record)
+            attempts = held.attempts + 1
+            update: dict[str, object] = {"attempts": attempts, "heartbeat": None, "updated_at": now}
+            if attempts > len(waits):
+                reason = f"failed after {tries(attempts)}: {reason}; {KEPT}"
+                update |= {"status": "FAILED", "reason": reason, "fault": fault}
+            else:
+                retry_after = now + waits[attempts - 1]
+                update |= {
+                    "status": "PENDING",
+                    "reason": f"try {attempts} of {len(waits) + 1} failed: {reason}; "
+                    f"tried again after {retry_after.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC",
+                    "retry_after": retry_after,
+                    "worker": None,
+                }
+            record = held.model_copy(update=update)
+            self._save(record)
+        return record
+
+    def _put_back(self, record: RequestRecord, now: datetime) -> RequestRecord:
+        record = record.model_copy(
+            update={
+                "status": "PENDING",
+                "reason": None,
+                "fault": None,
+                "attempts": 0,
+                "retry_after": None,
+                "worker": None,
+                "heartbeat": None,
+                "updated_at": now,
+            }
+        )
+        self._save(record)
+        return record
+
+    def retry_failed(self, *, now: datetime | None = None) -> list[RequestRecord]:
+        """Put every FAILED request that was not the submission's fault back to PENDING, due now,
+        with its tries counted afresh; the ones put back, oldest first."""
+        now = now or _now()
+        with self._claims():
+            failed = sorted((r for r in self.records() if retryable(r)), key=lambda r: r.submitted_at)
+            return [self._put_back(record, now) for record in failed]
+
+    def requeue(self, key: str, *, now: datetime | None = None) -> RequestRecord:
+        """Put the FAILED request ``key`` back to PENDING whatever its fault (the maintainer fixed
+        what failed), or make one waiting to be tried again due now; RequeueRefused otherwise."""
+        now = now or _now()
+        with self._claims():
+            try:
+                record = self.get(key)
+            except RequestFileError as error:
+                raise RequeueRefused(f"cannot put {key} back: {error}") from None
+            if record is None:
+                raise RequeueRefused(f"no request {key} in {self.folder}")
+            if record.status == "FAILED" or record.status == "PENDING":
+                return self._put_back(record, now)
+            raise RequeueRefused(f"{key} is {record.status}; only a FAILED or PENDING request can be put back")

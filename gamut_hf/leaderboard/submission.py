@@ -89,9 +89,10 @@ def parse_model_info(fields: dict) -> ModelInfo:
 
 
 def parse_responses(
-    data: bytes, known_ids: Collection[str], *, partial: bool = False, max_bytes: int = MAX_UPLOAD_BYTES
+    data: bytes, known_ids: Collection[str] | None, *, partial: bool = False, max_bytes: int = MAX_UPLOAD_BYTES
 ) -> dict[str, str]:
-    """question_id -> response from a JSONL upload; every question unless ``partial``."""
+    """question_id -> response from a JSONL upload; every question unless ``partial``. With
+    ``known_ids`` None, any question id is taken (only the file's form is checked)."""
     if len(data) > max_bytes:
         raise SubmissionError([f"the file is {len(data):,} bytes; the limit is {max_bytes:,}"])
     try:
@@ -100,7 +101,7 @@ def parse_responses(
         row = data[: error.start].count(b"\n") + 1
         column = error.start - data.rfind(b"\n", 0, error.start)
         raise SubmissionError([f"line {row}: not UTF-8 (byte {column} of the line)"]) from None
-    known = set(known_ids)
+    known = None if known_ids is None else set(known_ids)
     responses: dict[str, str] = {}
     first_line: dict[str, int] = {}
     problems: list[str] = []
@@ -115,10 +116,10 @@ def parse_responses(
         first_line[record["question_id"]] = number
     if not responses and not problems:
         problems.append('the file has no responses (one JSON object per line: {"question_id": ..., "response": ...})')
-    missing = [qid for qid in known_ids if qid not in responses]
+    missing = [qid for qid in known_ids if qid not in responses] if known_ids is not None else []
     if missing and not partial and not problems:
         problems.append(
-            f"{len(missing)} of {len(known)} questions have no response (first: {missing[0]!r}); "
+            f"{len(missing)} of {len(known or ())} questions have no response (first: {missing[0]!r}); "
             "answer every question, or submit as partial"
         )
     if problems:
@@ -127,7 +128,7 @@ def parse_responses(
 
 
 def _line_record(
-    line: str, number: int, known: set[str], first_line: dict[str, int]
+    line: str, number: int, known: set[str] | None, first_line: dict[str, int]
 ) -> tuple[dict[str, str], None] | tuple[None, str]:
     """One line as its record, or why it cannot be taken."""
     try:
@@ -146,7 +147,7 @@ def _line_record(
         return None, f"line {number}: question_id must be a string"
     if not isinstance(response, str):
         return None, f"line {number}: response must be a string"
-    if qid not in known:
+    if known is not None and qid not in known:
         return None, f"line {number}: unknown question_id {qid[:80]!r}"
     if qid in first_line:
         return None, f"line {number}: question_id {qid!r} again (first on line {first_line[qid]})"

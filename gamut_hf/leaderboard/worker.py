@@ -6,6 +6,12 @@ writes the result folder (results.json, details.parquet, responses.parquet, mode
 the results folder under the request's key. The request ends FINISHED, or FAILED with the
 reason; a score is only ever computed here, from the judge's verdicts.
 
+Whose failure it was decides what follows. An upload that cannot be read or fails validation
+is the submission's: FAILED at once. Anything else (the judge's endpoint or engine failing,
+checks left unjudged, an exception while judging) is not: the request waits and is tried again
+(:data:`gamut_hf.leaderboard.queue.RETRY_WAITS`), its stored verdicts kept, and is FAILED only
+after the last try; :func:`put_back` returns it to the queue once the judge is healthy.
+
 While it judges, the worker renews its claim (a heartbeat every third of the lease), so a
 worker that dies leaves a claim that goes stale and another worker takes over. With a hub
 requests repository, each claim and renewal is an exclusive commit on top of the commit just
@@ -23,11 +29,12 @@ import shutil
 import socket
 import threading
 import time
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
 
 from gamut_hf.atomic import folder_in_place, write_text
+from gamut_hf.core.names import Variant
 from gamut_hf.dataset.hub import HubFolder, PushConflict, PushError
 from gamut_hf.evaluation.config import ModelSpec, RunConfig
 from gamut_hf.evaluation.pipeline import Echo, import_answers, judge, record_run, score
@@ -35,13 +42,39 @@ from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESPONSES_FILE, RESULTS
 from gamut_hf.evaluation.source import QuestionSource
 from gamut_hf.evaluation.store import RunStore
 from gamut_hf.leaderboard.entries import CARD_FILE
-from gamut_hf.leaderboard.queue import LEASE, ClaimLost, RequestQueue, RequestRecord
+from gamut_hf.leaderboard.queue import (
+    LEASE,
+    RETRY_WAITS,
+    ClaimLost,
+    Fault,
+    RequestFileError,
+    RequestQueue,
+    RequestRecord,
+)
 
 # A submission's answers are data, not a model: this backend name marks them and loads nothing.
 SUBMITTED_BACKEND = "submitted"
 CLAIM_ATTEMPTS = 5  # reads of the requests repo per claim before giving way to busier workers
 # An absolute path's folders (what comes before its last name); not a URL's path nor a relative one.
 _FOLDERS_OF_A_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^\s'\"/:]+/)+")
+
+
+class JudgeIncomplete(RuntimeError):
+    """The judge left checks without a verdict: the judge's failure, not the submission's."""
+
+
+def fault_of(error: BaseException) -> Fault:
+    """Whose failure ``error`` is: the submission's when its upload cannot be read or taken
+    (RequestFileError), else the judge's side (endpoint, engine, dataset, anything unexpected),
+    which a later try may not meet."""
+    return "submission" if isinstance(error, RequestFileError) else "judge"
+
+
+def question_ids(dataset: str, variant: Variant) -> list[str]:
+    """The questions of ``dataset`` a submission may answer (only the id column is read)."""
+    from gamut_hf.dataset.loader import load_gamut
+
+    return list(load_gamut(dataset, variant)["id"])
 
 
 def public_reason(error: BaseException, folders: tuple[Path, ...]) -> str:
@@ -71,6 +104,7 @@ def submission_config(
         candidate=candidate,
         judge=judge_spec,
         question_ids=tuple(sorted(responses)) if record.partial else (),
+        retry_errors=True,  # a try after a failed one asks again what the judge answered unreadably
     )
 
 
@@ -92,9 +126,8 @@ def evaluate(
         judge(config, source, store, echo)
         results = score(store, work)
     if results.score.gamut is None:
-        raise RuntimeError(
-            f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} "
-            "unjudged; the submission is kept and can be judged again"
+        raise JudgeIncomplete(
+            f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} unjudged"
         )
     with folder_in_place(out) as staging:  # the old folder stays whole until the new one is in
         for name in (DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE):
@@ -121,13 +154,14 @@ def claim_next(
     lease: timedelta = LEASE,
     requests_hub: HubFolder | None = None,
     echo: Echo = print,
+    now: datetime | None = None,
 ) -> RequestRecord | None:
     """Claim the oldest free request, visibly to every worker sharing the queue; None when none is free."""
     for _ in range(CLAIM_ATTEMPTS):
         if requests_hub is not None:
             requests_hub.pull()  # also puts the hub's copy back over a claim that lost its race
         before = {r.key: r for r in queue.records()}
-        record = queue.claim(worker, lease=lease)
+        record = queue.claim(worker, lease=lease, now=now)
         if record is None or requests_hub is None:
             break
         try:
@@ -203,20 +237,26 @@ def process_next(
     results_hub: HubFolder | None = None,
     worker: str | None = None,
     lease: timedelta = LEASE,
+    retry_waits: Sequence[timedelta] = RETRY_WAITS,
+    now: datetime | None = None,
 ) -> RequestRecord | None:
-    """Handle the oldest waiting request; None when there is none. With hub mirrors, every
-    status change and the result folder are pushed as they happen."""
+    """Handle the oldest request that is due (as of ``now``); None when there is none. With hub
+    mirrors, every status change and the result folder are pushed as they happen."""
     worker = worker or worker_id()
-    record = claim_next(queue, worker, lease=lease, requests_hub=requests_hub, echo=echo)
+    record = claim_next(queue, worker, lease=lease, requests_hub=requests_hub, echo=echo, now=now)
     if record is None:
         return None
-    echo(f"judging {record.model.name} ({record.model.variant}, {record.questions} answers) for {record.submitted_by}")
+    again = f", try {record.attempts + 1}" if record.attempts else ""
+    echo(
+        f"judging {record.model.name} ({record.model.variant}, {record.questions} answers{again}) "
+        f"for {record.submitted_by}"
+    )
     heartbeat = Heartbeat(queue, record, lease, requests_hub, echo)
     heartbeat.start()
+    failure: tuple[str, Fault] | None = None
     try:
-        evaluate(
-            record, queue.responses(record.key), dataset, judge_spec, work_root / record.key, results / record.key, echo
-        )
+        responses = queue.responses(record.key, question_ids(dataset, record.model.variant), partial=record.partial)
+        evaluate(record, responses, dataset, judge_spec, work_root / record.key, results / record.key, echo)
         heartbeat.stop()
         if heartbeat.lost is not None:
             return None
@@ -226,21 +266,45 @@ def process_next(
         heartbeat.stop()
         if heartbeat.lost is not None:
             return None
-        reason = public_reason(error, (queue.folder, results, work_root))
-        echo(f"FAILED {record.key}: {reason}")
-        status: Literal["FINISHED", "FAILED"] = "FAILED"
-        why: str | None = reason
-    else:
-        echo(f"FINISHED {record.key}")
-        status, why = "FINISHED", None
+        failure = public_reason(error, (queue.folder, results, work_root)), fault_of(error)
     try:
-        record = queue.finish(heartbeat.record, status, why)
+        if failure is None:
+            record = queue.finish(heartbeat.record, "FINISHED")
+        else:
+            record = queue.fail(heartbeat.record, *failure, waits=retry_waits, now=now)
     except ClaimLost as error:
         echo(f"{error}; this worker's result will not be recorded")
         return None
+    echo(f"{record.status} {record.key}{f': {record.reason}' if record.reason else ''}")
     if requests_hub is not None:
         requests_hub.push(queue.files(record.key)[:1], f"{record.key}: {record.status}")
     return record
+
+
+def put_back(
+    queue: RequestQueue,
+    keys: Sequence[str] = (),
+    *,
+    every_failed: bool = False,
+    requests_hub: HubFolder | None = None,
+    echo: Echo = print,
+) -> list[RequestRecord]:
+    """Return FAILED requests to the queue as PENDING, due now: ``keys`` whatever their fault,
+    and with ``every_failed`` each one that was not the submission's fault. Says how many and
+    which; RequeueRefused (nothing changed for that key) when a key is not FAILED or PENDING."""
+    if requests_hub is not None:
+        requests_hub.pull()
+    back = {key: queue.requeue(key) for key in keys}
+    if every_failed:
+        back.update((record.key, record) for record in queue.retry_failed() if record.key not in back)
+    names = ", ".join(f"{r.key} ({r.model.name}, {r.model.variant})" for r in back.values())
+    echo(f"put back {len(back)} request{'' if len(back) == 1 else 's'} as PENDING{f': {names}' if names else ''}")
+    if requests_hub is not None and back:
+        try:
+            requests_hub.push([path for key in back for path in queue.files(key)[:1]], f"put back {', '.join(back)}")
+        except PushError as error:  # kept by HubFolder over pulls and sent with the next push
+            echo(f"the requests put back are not on the hub yet ({error}); they go with the next push")
+    return list(back.values())
 
 
 def serve(
@@ -256,9 +320,11 @@ def serve(
     requests_hub: HubFolder | None = None,
     results_hub: HubFolder | None = None,
     lease: timedelta = LEASE,
+    retry_waits: Sequence[timedelta] = RETRY_WAITS,
 ) -> int:
-    """Work through the queue; with ``once``, stop when it is empty. Returns how many were handled."""
-    handled = 0
+    """Work through the queue; with ``once``, stop when nothing is due. Returns how many requests
+    were handled (tried at least once)."""
+    handled: set[str] = set()
     while True:
         record = process_next(
             queue,
@@ -270,10 +336,17 @@ def serve(
             requests_hub=requests_hub,
             results_hub=results_hub,
             lease=lease,
+            retry_waits=retry_waits,
         )
         if record is not None:
-            handled += 1
+            handled.add(record.key)
             continue
         if once:
-            return handled
+            waiting = sorted(r.retry_after for r in queue.records() if r.status == "PENDING" and r.retry_after)
+            if waiting:
+                echo(
+                    f"{len(waiting)} request{'' if len(waiting) == 1 else 's'} wait to be tried again, "
+                    f"the first after {waiting[0].astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+                )
+            return len(handled)
         time.sleep(poll)

@@ -362,10 +362,13 @@ def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
             "openai",
             "--judge-base-url",
             garbled.url,
+            "--retry-waits",
+            "",  # no tries again: the judge's failure ends it at once
         )
         assert done.code == 0, done.err
         [record] = queue.records()
-        assert record.status == "FAILED" and "unreadable" in record.reason
+        assert record.status == "FAILED" and "unreadable" in record.reason and record.fault == "judge"
+        assert record.reason.startswith("failed after 1 try: ") and "gamut worker --retry-failed" in record.reason
         assert not (tmp_path / "results" / record.key).exists()
     finally:
         garbled.stop()
