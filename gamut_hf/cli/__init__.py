@@ -10,6 +10,7 @@ validate`` and friends start fast and work with the core install alone.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -17,7 +18,19 @@ import click
 
 from gamut_hf.cli import authoring, dataset, evaluation, leaderboard, reports, rubrics
 from gamut_hf.cli.options import EXIT_BAD_INPUT
-from gamut_hf.errors import GamutError
+from gamut_hf.errors import GamutError, shown
+
+# What the system refuses about a path the user chose (an --out folder they cannot write, a
+# read-only mount, a full disk): theirs to fix, named in one line. Other OSErrors stay ours.
+SYSTEM_REFUSALS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
+def refused_by_the_system(error: BaseException) -> str | None:
+    """``PATH: reason`` for an OSError the user can act on and that names its path; else None."""
+    if not isinstance(error, OSError) or error.errno not in SYSTEM_REFUSALS or not error.filename:
+        return None
+    reason = (error.strerror or os.strerror(error.errno)).lower()
+    return f"{shown(os.fsdecode(error.filename))}: {reason}"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -59,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     except Exception as error:  # noqa: BLE001 - the last line of defence against tracebacks
+        if refusal := refused_by_the_system(error):
+            click.echo(f"gamut: {refusal}", err=True)
+            return EXIT_BAD_INPUT
         if os.environ.get("GAMUT_DEBUG"):
             raise
         click.echo(

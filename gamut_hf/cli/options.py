@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,16 +21,25 @@ from gamut_hf.core.rubric import (
     parse_meta_rubric,
 )
 from gamut_hf.core.scorer import ScoreParams
-from gamut_hf.errors import first_problem
+from gamut_hf.errors import first_problem, shown
 from gamut_hf.evaluation.config import EMBEDDED_MAX_TOKENS
 from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESULTS_FILE, unclosed_line
-from gamut_hf.files import read_json
+from gamut_hf.files import InputError, parse_json, read_json
 
 if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
     from gamut_hf.evaluation.run_folder import RunResults
 
 
 EXIT_BAD_INPUT = 2
+# A run that asked its model and got nothing back: every request of a stage failed (an endpoint
+# down, a model that cannot load its inputs). Not 2: nothing the user gave was refused, and the
+# same command retries once the cause is gone.
+EXIT_REQUESTS_FAILED = 3
+EXIT_STATUS_HELP = (
+    "Exit status: 0 done (a Gamut score, or 'no Gamut score' and why); 1 an internal error (a bug); "
+    f"{EXIT_BAD_INPUT} an input refused, in one line; {EXIT_REQUESTS_FAILED} every request of a stage failed: "
+    "the first error is named, the store keeps the finished work and the same command retries the rest."
+)
 
 
 class BadInput(click.ClickException):
@@ -112,6 +122,18 @@ def load_checks(path: str, params: CompileParams) -> list[Check]:
 # -- the evaluation pipeline ------------------------------------------------------------------
 
 
+def option_value(text: str) -> Any:
+    """A KEY=VALUE option's value: the JSON it spells (a number, true, a list), else the text itself.
+
+    Strict JSON (:func:`gamut_hf.files.parse_json`): what it refuses (NaN, an integer too long for
+    Python, nesting too deep, a key given twice) stays text, and the backend's declaration of the
+    option then says in one line what it takes."""
+    try:
+        return parse_json(text, "")
+    except InputError:
+        return text
+
+
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
     """KEY=VALUE options; a VALUE that parses as JSON (numbers, true, lists) is taken as such."""
     out: dict[str, Any] = {}
@@ -119,20 +141,23 @@ def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
         name, sep, value = pair.partition("=")
         if not sep or not name:
             raise BadInput(f"{flag}: expected KEY=VALUE, got {pair!r}")
-        try:
-            out[name.replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[name.replace("-", "_")] = value
+        out[name.replace("-", "_")] = option_value(value)
     return out
+
+
+# ASCII digits only: str.isdigit() also takes superscripts ('²'), which int() then refuses, and
+# int() takes other scripts' digits ('٣') that no one means as a shard. Nine digits is far past
+# any number of machines.
+SHARD = re.compile(r"([0-9]{1,9})/([0-9]{1,9})")
 
 
 def parse_shard(value: str | None) -> tuple[int, int] | None:
     if value is None:
         return None
-    index, sep, count = value.partition("/")
-    if not (sep and index.isdigit() and count.isdigit() and 0 <= int(index) < int(count)):
-        raise BadInput(f"--shard: expected i/n with 0 <= i < n, got {value!r}")
-    return int(index), int(count)
+    match = SHARD.fullmatch(value)
+    if match is None or not int(match[1]) < int(match[2]):
+        raise BadInput(f"--shard: expected i/n in digits 0-9 with 0 <= i < n (like 0/4), got {value!r}")
+    return int(match[1]), int(match[2])
 
 
 def run_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -261,3 +286,16 @@ def print_summary(results: RunResults, out: str) -> None:
             f"{params.contradiction_penalty:g} --weights {weights} (recorded in {RESULTS_FILE})"
         )
     click.echo(f"  wrote {Path(out) / RESULTS_FILE} and {Path(out) / DETAILS_FILE}")
+
+
+def exit_if_every_request_failed(results: RunResults) -> None:
+    """Exit :data:`EXIT_REQUESTS_FAILED`, with a line naming the first error, when a stage of this
+    invocation asked its model and every request failed; a script must not take the run as done."""
+    for stage in results.stages:
+        if stage.failed and not stage.done_now:
+            click.echo(
+                f"gamut: {stage.stage}: every request failed ({stage.failed} of {stage.failed}), the first with: "
+                f"{shown(stage.first_error)}; the same command retries them (the store keeps finished work)",
+                err=True,
+            )
+            raise click.exceptions.Exit(EXIT_REQUESTS_FAILED)

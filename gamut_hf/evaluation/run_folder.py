@@ -57,8 +57,13 @@ class StageReport(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    # Why a request failed, for the command's last word when all did; not written to results.json
+    # (an endpoint's error names its address, which may carry credentials).
+    first_error: str | None = Field(None, exclude=True)
 
     def add(self, completions: Sequence[Completion]) -> None:
+        if self.first_error is None:
+            self.first_error = next((c.error for c in completions if c.error is not None), None)
         self.prompt_tokens += sum(c.prompt_tokens for c in completions)
         self.completion_tokens += sum(c.completion_tokens for c in completions)
         self.cached_tokens += sum(c.cached_tokens or 0 for c in completions)

@@ -14,6 +14,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
@@ -132,13 +133,79 @@ def _failed(table: str, row: dict[str, Any]) -> bool:
     return table == "verdicts" and row["verdict"] == "error"
 
 
+class StoreError(GamutError):
+    """The run store's file cannot be used: not a database, read-only, locked, or its disk full."""
+
+
+# SQLite's primary result codes that mean the file or its place, not gamut: what each tells the user.
+STORE_PROBLEMS = {
+    "NOTADB": "is not a run store SQLite can read ({error}); move it aside (the run then starts afresh) "
+    "or use another folder",
+    "CORRUPT": "is damaged ({error}); move it aside (the run then starts afresh) or use another folder",
+    "READONLY": "cannot be written ({error}); make the file and its folder writable, or copy the run to a "
+    "folder you can write",
+    "PERM": "cannot be written ({error}); make the file and its folder writable",
+    "CANTOPEN": "cannot be opened ({error}); its folder must be readable and writable",
+    "BUSY": "is locked by another process ({error}); let the other gamut command finish, then rerun",
+    "LOCKED": "is locked by another process ({error}); let the other gamut command finish, then rerun",
+    "FULL": "cannot grow: the disk is full ({error}); free space, then rerun (finished work is kept)",
+}
+
+
+def store_problem(path: Path, error: sqlite3.Error) -> StoreError | None:
+    """``error`` as the one line the user acts on, naming the store's file; None when it is not
+    about the file (a constraint, a query: our bug, left to show as one)."""
+    code = (getattr(error, "sqlite_errorname", None) or "").removeprefix("SQLITE_").split("_")[0]
+    problem = STORE_PROBLEMS.get(code)
+    return StoreError(f"{path}: {problem.format(error=error)}") if problem else None
+
+
+@contextmanager
+def naming_the_store(path: Path) -> Iterator[None]:
+    """SQLite's errors that are the file's (it names no path) as a :class:`StoreError` naming it."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        problem = store_problem(path, error)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+class StoreConnection(sqlite3.Connection):
+    """A connection whose every statement names the store when the file is the problem."""
+
+    path: Path
+
+    def execute(self, *args: Any) -> sqlite3.Cursor:
+        with naming_the_store(self.path):
+            return super().execute(*args)
+
+    def executemany(self, *args: Any) -> sqlite3.Cursor:
+        with naming_the_store(self.path):
+            return super().executemany(*args)
+
+    def executescript(self, *args: Any) -> sqlite3.Cursor:
+        with naming_the_store(self.path):
+            return super().executescript(*args)
+
+
+def connect(path: Path) -> StoreConnection:
+    """The store at ``path``, opened (created if new) as every command uses it: autocommit, with
+    the file named in the errors that are the file's."""
+    with naming_the_store(path):
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, factory=StoreConnection)
+    db.path = path
+    return db
+
+
 class RunStore:
     def __init__(self, folder: str | Path, *, session: str | None = None):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / STORE_FILE
         self.session = session or f"{time.time():.6f}"
-        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self.db = connect(self.path)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
