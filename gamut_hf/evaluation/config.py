@@ -72,7 +72,10 @@ class RunConfig(BaseModel):
 def stored_config(store: RunStore) -> RunConfig | None:
     """The settings of the run recorded in ``store``; None when none is. A config this version
     cannot read (another version's, or edited by hand) is the user's to fix, named in one line."""
-    info = store.info()
+    return _recorded_config(store.info(), store.path)
+
+
+def _recorded_config(info: Mapping[str, Any], path: Path) -> RunConfig | None:
     if "config" not in info:
         return None
     try:
@@ -80,7 +83,7 @@ def stored_config(store: RunStore) -> RunConfig | None:
     except ValidationError as error:
         where, message = first_problem(error)
         raise InputError(
-            f"{store.path}: the recorded run settings are not usable ({where or 'config'}: {message}); "
+            f"{path}: the recorded run settings are not usable ({where or 'config'}: {message}); "
             "start the run in a new folder"
         ) from None
 
@@ -121,16 +124,36 @@ def model_spec(
     return spec
 
 
-def stored_run_config(out: str | Path) -> RunConfig | None:
-    """The settings of the run already in ``out``, if any."""
+def stored_run_config(out: str | Path, *, claim: bool = True) -> RunConfig | None:
+    """The settings of the run already in ``out``, if any. ``claim``: make ``out`` a run folder
+    first (:func:`~gamut_hf.evaluation.run_folder.claim_run_folder`); without, the store is read
+    and nothing is written (a dry run)."""
     from gamut_hf.evaluation.run_folder import claim_run_folder
     from gamut_hf.evaluation.store import has_store
 
     if not has_store(out):
         return None
-    claim_run_folder(out)  # before the store is opened: a folder of another's is not read as a run
+    if claim:
+        claim_run_folder(out)  # before the store is opened: a folder of another's is not read as a run
+    else:
+        return _read_only_config(out)
     with RunStore(out) as store:
         return stored_config(store)
+
+
+def _read_only_config(out: str | Path) -> RunConfig | None:
+    import json
+    import sqlite3
+
+    from gamut_hf.evaluation.store import STORE_FILE, read_only_store
+
+    path = Path(out) / STORE_FILE
+    try:
+        with read_only_store(path) as db:
+            info = {name: json.loads(value) for name, value in db.execute("SELECT name, value FROM run_info")}
+    except (sqlite3.Error, ValueError):  # not a store this version reads: planned as a new run
+        return None
+    return _recorded_config(info, path)
 
 
 def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, checked: bool = True) -> RunConfig:

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gamut_hf.atomic import folder_in_place, write_text
+from gamut_hf.atomic import OwnedFolder
 from gamut_hf.core.names import Variant
 from gamut_hf.dataset.hub import HubFolder, PushConflict, PushError
 from gamut_hf.evaluation.config import ModelSpec, RunConfig
@@ -123,15 +123,20 @@ def evaluate(
     with RunStore(work) as store:
         record_run(config, source, store)
         import_answers(config, source, store, responses)
-        judge(config, source, store, echo)
+        stage = judge(config, source, store, echo)
         results = score(store, work)
     if results.score.gamut is None:
+        if stage.first_error:  # for the maintainer's log; the public reason does not name the endpoint
+            echo(f"{record.key}: the judge's first error: {stage.first_error}")
         raise JudgeIncomplete(
             f"the judge left {results.judge_errors} checks unreadable and {results.unfinished_checks} unjudged"
         )
-    with folder_in_place(out) as staging:  # the old folder stays whole until the new one is in
+    # The result folder is the worker's own: a rerun replaces its files, each atomically, and leaves
+    # anything a maintainer put beside them (a reader checks the tables against results.json, so a
+    # crash between two files is refused, never read as a mix).
+    with OwnedFolder(out, "worker", others_allowed=False, advice="move it away to let the worker write it") as owned:
         for name in (DETAILS_FILE, RESPONSES_FILE, RESULTS_FILE):
-            shutil.copy2(work / name, staging / name)
+            shutil.copy2(work / name, owned.path(name))
         card = {
             **record.model.model_dump(mode="json"),
             "partial": record.partial,
@@ -139,7 +144,7 @@ def evaluate(
             "submitted_at": record.submitted_at.isoformat(),
             "request": record.key,
         }
-        write_text(staging / CARD_FILE, json.dumps(card, indent=2) + "\n")
+        owned.write_text(CARD_FILE, json.dumps(card, indent=2) + "\n")
 
 
 def publish_claim(queue: RequestQueue, record: RequestRecord, requests_hub: HubFolder, message: str) -> None:
@@ -261,7 +266,9 @@ def process_next(
         if heartbeat.lost is not None:
             return None
         if results_hub is not None:
-            results_hub.push(sorted((results / record.key).iterdir()), f"results of {record.key}")
+            # The result files only: the folder's manifest is this machine's bookkeeping.
+            published = [path for path in sorted((results / record.key).iterdir()) if not path.name.startswith(".")]
+            results_hub.push(published, f"results of {record.key}")
     except Exception as error:  # noqa: BLE001 - every failure becomes the request's reason, never a crash
         heartbeat.stop()
         if heartbeat.lost is not None:
