@@ -10,6 +10,7 @@ import click
 from gamut_hf.backends import BACKENDS
 from gamut_hf.cli.options import (
     EXIT_STATUS_HELP,
+    BadInput,
     exit_if_every_request_failed,
     key_values,
     pipeline_options,
@@ -21,6 +22,26 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
     pass
 
 
+def _price(text: str | None, flag: str) -> Any:
+    """``IN/OUT``, US$ per million prompt and output tokens, as a :class:`~gamut_hf.evaluation.plan.Price`."""
+    import math
+
+    from gamut_hf.evaluation.plan import Price
+
+    if text is None:
+        return None
+    parts = text.split("/")
+    try:
+        prompt, output = (float(part) for part in parts) if len(parts) == 2 else (math.nan, math.nan)
+    except ValueError:
+        prompt = output = math.nan
+    if not all(math.isfinite(x) and x >= 0 for x in (prompt, output)):
+        raise BadInput(
+            f"{flag}: expected IN/OUT, US$ per million prompt and output tokens (like 1.25/10), got {text!r}"
+        )
+    return Price(prompt=prompt, output=output)
+
+
 def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     from gamut_hf.evaluation.config import (
         inherited_settings,
@@ -29,8 +50,15 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     )
     from gamut_hf.evaluation.pipeline import run as run_pipeline
 
+    dry_run, prices = (
+        options.pop("dry_run"),
+        {
+            "candidate": _price(options.pop("model_price"), "--model-price"),
+            "judge": _price(options.pop("judge_price"), "--judge-price"),
+        },
+    )
     given = run_options(options)
-    stored = stored_run_config(options["out"])
+    stored = stored_run_config(options["out"], claim=not dry_run)
     config = resolve_run_config(given, stored)
     if stored is not None and (inherited := inherited_settings(given, config)):
         # Said every time: a selection taken silently from an earlier run is easy to miss.
@@ -44,6 +72,22 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}",
         err=True,
     )
+    if dry_run:
+        from gamut_hf.evaluation.plan import plan_lines, plan_run, stored_work
+        from gamut_hf.evaluation.source import QuestionSource
+
+        plan = plan_run(
+            config,
+            QuestionSource(config),
+            stored_work(options["out"], config.retry_errors),
+            [stage for stage in stages if stage != "score"],
+            prices,
+        )
+        for line in plan_lines(plan, config):
+            click.echo(line)
+        return
+    elif any(prices.values()):
+        raise BadInput("--model-price and --judge-price go with --dry-run (the estimate of a run's cost)")
     results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
     if results is not None:
         print_summary(results, options["out"])

@@ -256,6 +256,17 @@ def pipeline_options(command: Any) -> Any:
             default=None,
             help="Score judge errors and unjudged checks as missing (their number is shown).",
         ),
+        click.option(
+            "--dry-run",
+            is_flag=True,
+            help="Say what would run (requests, stored work, tokens, cost) and stop: no model loaded, nothing written.",
+        ),
+        click.option(
+            "--model-price",
+            metavar="IN/OUT",
+            help="With --dry-run: the candidate's US$ per million prompt/output tokens (e.g. 1.25/10).",
+        ),
+        click.option("--judge-price", metavar="IN/OUT", help="With --dry-run: the judge's, likewise."),
     ]
     for option in reversed(options):
         command = option(command)

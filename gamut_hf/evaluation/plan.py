@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -70,7 +71,7 @@ def token_counter(spec: ModelSpec) -> tuple[TokenCount, str]:
     return (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])), f"{spec.name}: its tokenizer"
 
 
-def _local_tokenizer(spec: ModelSpec) -> object | None:
+def _local_tokenizer(spec: ModelSpec) -> Any:
     from transformers import AutoTokenizer
 
     from gamut_hf.backends.models import PACKAGED_MODELS, packaged_gguf

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,8 @@ from pydantic import BaseModel, Field, ValidationError
 from gamut_hf import atomic
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, RunScore, ScoreParams
 from gamut_hf.errors import first_problem
-from gamut_hf.files import MAX_JSON_BYTES, InputError, read_bytes
+from gamut_hf.evaluation.store import STORE_FILES
+from gamut_hf.files import MAX_JSON_BYTES, InputError, decode_text, parse_json, read_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 RESULTS_FILE = "results.json"
 DETAILS_FILE = "details.parquet"
 RESPONSES_FILE = "responses.parquet"
+# The store and the three outputs: all a run folder is made of.
+RUN_FOLDER_FILES = (*STORE_FILES, RESULTS_FILE, DETAILS_FILE, RESPONSES_FILE)
 # A table is read whole to verify its digest; far above a full run's (1,813 questions x 15 checks).
 MAX_TABLE_BYTES = 2 * 1024 * 1024 * 1024
 
@@ -118,6 +122,23 @@ class RunResults(BaseModel):
     usage: dict[str, dict[str, int | float]]
     stages: list[StageReport] = Field(default_factory=list)
     files: dict[str, FileDigest] = Field(default_factory=dict, description="file name -> its size and sha256")
+
+
+RUN_FOLDER_ADVICE = "give --out a new or empty folder, or a run folder"
+
+
+def claim_run_folder(out: str | Path) -> Path:
+    """Make ``out`` a run folder (run, generate, judge, score and merge share the folder and its
+    manifest): new, empty, or a run folder already; never a folder of another's files or of
+    another command (:func:`gamut_hf.atomic.claim_folder`)."""
+    return atomic.claim_folder(out, "run", names=RUN_FOLDER_FILES, advice=RUN_FOLDER_ADVICE)
+
+
+@contextmanager
+def hold_run_folder(out: str | Path) -> Iterator[Path]:
+    """:func:`claim_run_folder`, locked while a command writes there: two at once are refused."""
+    with atomic.claimed_folder(out, "run", names=RUN_FOLDER_FILES, advice=RUN_FOLDER_ADVICE) as folder:
+        yield folder
 
 
 def _parquet_bytes(columns: Mapping[str, Sequence[Any]], features: Any) -> bytes:
@@ -217,7 +238,11 @@ def read_run_folder(folder: str | Path) -> RunFolder:
             ) from None
         raise RunFolderError(str(error), reason=error.reason) from None
     try:
-        results = RunResults.model_validate_json(data)
+        # Strict JSON (gamut_hf.files.parse_json): json.loads alone keeps the last of two equal keys,
+        # so a score pasted in beside the written one would be read without a word.
+        results = RunResults.model_validate(parse_json(decode_text(data, str(path)), str(path)))
+    except InputError as error:
+        raise RunFolderError(str(error), reason=error.reason) from None
     except ValidationError as error:
         where, message = first_problem(error)
         raise RunFolderError(f"{path}: {where or 'top level'}: {message}") from None

@@ -22,6 +22,8 @@ from typing import Any
 from gamut_hf.errors import GamutError
 
 STORE_FILE = "store.sqlite"
+# The store's file and the ones SQLite keeps beside it (WAL journal, shared memory, rollback journal).
+STORE_FILES = (STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm", f"{STORE_FILE}-journal")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
@@ -385,3 +387,25 @@ class RunStore:
                         [tuple(r[n] for n in names) for r in rows],
                     )
         return {table: len(rows) for table, rows in plan.items()}
+
+
+@contextmanager
+def read_only_store(path: Path) -> Iterator[sqlite3.Connection]:
+    """The store at ``path`` for reading without writing a byte beside it (a dry run): even a
+    read-only connection to a WAL database makes its -shm file, so the store is opened immutable,
+    or, where a -wal file holds work not yet in the store (a killed run), read from a copy."""
+    import shutil
+    import tempfile
+
+    wal = path.with_name(path.name + "-wal")
+    with tempfile.TemporaryDirectory(prefix="gamut-store-") as copy:
+        if wal.exists():
+            shutil.copy2(path, Path(copy) / path.name)
+            shutil.copy2(wal, Path(copy) / wal.name)
+            db = sqlite3.connect(Path(copy) / path.name)
+        else:
+            db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        try:
+            yield db
+        finally:
+            db.close()
