@@ -102,7 +102,15 @@ def run_command(**options: Any) -> None:
     With no model or judge it runs the embedded default: the sample, text_only, SmolLM2-135M
     on the CPU as candidate and judge. Stopped at any point (Ctrl-C, a crash, SIGKILL) and
     started again with the same command, it redoes only unfinished work. Options not given
-    are taken from the run already in DIR, if any.
+    are taken from the run already in DIR, if any. --dry-run says first what it would send.
+
+    \b
+    Examples:
+      gamut run --out runs/default                      # the embedded default, on the CPU
+      gamut run --out runs/q --model Qwen/Qwen3-VL-8B-Instruct --backend vllm \\
+          --judge Qwen/Qwen3-VL-235B-A22B-Instruct --judge-backend vllm --dry-run
+      gamut run --out runs/api --model gpt-5.4 --backend openai --base-url https://api.openai.com/v1 \\
+          --judge J --judge-backend openai --judge-base-url URL --dry-run --model-price 1.25/10
     """
     _pipeline(("generate", "judge", "score"), options)
 
@@ -110,14 +118,26 @@ def run_command(**options: Any) -> None:
 @click.command()
 @pipeline_options
 def generate(**options: Any) -> None:
-    """Only the candidate's answers, into the run store in DIR."""
+    """Only the candidate's answers, into the run store in DIR.
+
+    \b
+    Examples:
+      gamut generate --out runs/q --model Qwen/Qwen3-VL-8B-Instruct --backend vllm --dry-run
+      gamut generate --out runs/q --model Qwen/Qwen3-VL-8B-Instruct --backend vllm
+    """
     _pipeline(("generate",), options)
 
 
 @click.command(epilog=EXIT_STATUS_HELP)
 @pipeline_options
 def judge(**options: Any) -> None:
-    """Judge the stored answers (a new --judge reuses them), then score."""
+    """Judge the stored answers (a new --judge reuses them), then score.
+
+    \b
+    Examples:
+      gamut judge --out runs/q --judge Qwen/Qwen3-VL-235B-A22B-Instruct --judge-backend vllm --dry-run
+      gamut judge --out runs/q --judge J --judge-backend openai --judge-base-url URL --dry-run --judge-price 1.25/10
+    """
     _pipeline(("judge", "score"), options)
 
 

@@ -93,3 +93,9 @@ def test_a_local_model_is_counted_with_its_tokenizer_and_bad_prices_are_one_line
         assert refused.code == 2 and refused.err.count("\n") == 1 and "--judge-price: expected IN/OUT" in refused.err
     refused = gamut("run", "--out", tmp_path / "run", "--model-price", "1/2")
     assert refused.code == 2 and "go with --dry-run" in refused.err and not (tmp_path / "run").exists()
+
+
+def test_each_pipeline_command_shows_a_dry_run_example_in_its_help(gamut):
+    for command in ("run", "generate", "judge"):
+        shown = gamut(command, "--help").out
+        assert "Examples:" in shown and f"gamut {command} --out" in shown and "--dry-run" in shown.split("Examples:")[1]
