@@ -88,10 +88,10 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         return
     elif any(prices.values()):
         raise BadInput("--model-price and --judge-price go with --dry-run (the estimate of a run's cost)")
-    results = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
+    results, reports = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
     if results is not None:
         print_summary(results, options["out"])
-        exit_if_every_request_failed(results)
+    exit_if_every_request_failed(reports)
 
 
 @click.command("run", epilog=EXIT_STATUS_HELP)
@@ -115,7 +115,7 @@ def run_command(**options: Any) -> None:
     _pipeline(("generate", "judge", "score"), options)
 
 
-@click.command()
+@click.command(epilog=EXIT_STATUS_HELP)
 @pipeline_options
 def generate(**options: Any) -> None:
     """Only the candidate's answers, into the run store in DIR.

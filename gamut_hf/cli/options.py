@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -27,7 +28,7 @@ from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESULTS_FILE, unclosed_
 from gamut_hf.files import InputError, parse_json, read_json
 
 if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by the commands using it
-    from gamut_hf.evaluation.run_folder import RunResults
+    from gamut_hf.evaluation.run_folder import RunResults, StageReport
 
 
 EXIT_BAD_INPUT = 2
@@ -299,10 +300,10 @@ def print_summary(results: RunResults, out: str) -> None:
     click.echo(f"  wrote {Path(out) / RESULTS_FILE} and {Path(out) / DETAILS_FILE}")
 
 
-def exit_if_every_request_failed(results: RunResults) -> None:
+def exit_if_every_request_failed(stages: Sequence[StageReport]) -> None:
     """Exit :data:`EXIT_REQUESTS_FAILED`, with a line naming the first error, when a stage of this
     invocation asked its model and every request failed; a script must not take the run as done."""
-    for stage in results.stages:
+    for stage in stages:
         if stage.failed and not stage.done_now:
             click.echo(
                 f"gamut: {stage.stage}: every request failed ({stage.failed} of {stage.failed}), the first with: "

@@ -27,7 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from gamut_hf.backends.base import Backend, Completion
+from gamut_hf.backends.base import Backend, ChatRequest, Completion
 from gamut_hf.core.rubric import Check
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, Outcome, ScoreParams, score_run
 from gamut_hf.dataset.features import DETAILS_FEATURES
@@ -287,19 +287,22 @@ def judge(config: RunConfig, source: Questions, store: RunStore, echo: Echo = pr
     return report
 
 
-def _judge_batch(
-    backend: Backend, batch: Sequence[JudgeJob], requests: list[Any], constraint: Any, retries: int, report: StageReport
-) -> tuple[list[dict[str, Any]], int]:
-    """Judge a batch; unreadable answers are asked again up to ``retries`` times.
-
-    Returns the rows to store and the number of requests that failed outright (transport
-    errors after the backend's own retries): those are not stored, so a rerun asks again.
-    """
+def complete_verdicts(
+    backend: Backend,
+    requests: Sequence[ChatRequest],
+    constraint: Any,
+    retries: int,
+    report: StageReport | None = None,
+) -> list[tuple[Completion, int]]:
+    """Each judge request's last completion and the attempt (from 1) that gave it: an answer
+    that cannot be read as a verdict is asked again, up to ``retries`` more times (the judge
+    stage and :func:`gamut_hf.api.judge_response` share this rule)."""
     outcomes: dict[int, tuple[Completion, int]] = {}
-    pending = list(range(len(batch)))
+    pending = list(range(len(requests)))
     for attempt in range(1, retries + 2):
         completions = backend.complete([requests[i] for i in pending], constraint)
-        report.add(completions)
+        if report is not None:
+            report.add(completions)
         still = []
         for i, completion in zip(pending, completions, strict=True):
             outcomes[i] = (completion, attempt)
@@ -308,6 +311,18 @@ def _judge_batch(
         pending = still
         if not pending:
             break
+    return [outcomes[i] for i in range(len(requests))]
+
+
+def _judge_batch(
+    backend: Backend, batch: Sequence[JudgeJob], requests: list[Any], constraint: Any, retries: int, report: StageReport
+) -> tuple[list[dict[str, Any]], int]:
+    """Judge a batch; unreadable answers are asked again up to ``retries`` times.
+
+    Returns the rows to store and the number of requests that failed outright (transport
+    errors after the backend's own retries): those are not stored, so a rerun asks again.
+    """
+    outcomes = complete_verdicts(backend, requests, constraint, retries, report)
     rows, failed = [], 0
     for i, job in enumerate(batch):
         completion, attempts = outcomes[i]
@@ -459,8 +474,9 @@ def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> No
 
 def run(
     config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"), echo: Echo = print
-) -> RunResults | None:
-    """Generate, judge and score (or some of these) into the run folder ``out``."""
+) -> tuple[RunResults | None, list[StageReport]]:
+    """Generate, judge and score (or some of these) into the run folder ``out``: the results
+    (None without the score stage) and what each stage did."""
     source = QuestionSource(config)
     with hold_run_folder(out), RunStore(out) as store:
         record_run(config, source, store)
@@ -470,5 +486,5 @@ def run(
         if "judge" in stages:
             reports.append(judge(config, source, store, echo))
         if "score" in stages:
-            return score(store, out, errors_as_missing=config.errors_as_missing, stages=reports)
-    return None
+            return score(store, out, errors_as_missing=config.errors_as_missing, stages=reports), reports
+    return None, reports

@@ -210,6 +210,10 @@ def test_a_run_whose_every_request_failed_exits_3_and_the_same_command_finishes_
         assert f"{server.url}: HTTP 500: boom" in line and "the same command retries them" in line
         assert (run / STORE_FILE).is_file()
 
+        # `gamut generate` alone too (it has no score to print, and exited 0)
+        code, out, lines = gamut("generate", "--out", run, *api_options(server.url, server.url))
+        assert code == 3 and refusal(lines).startswith("gamut: generate: every request failed (1 of 1)")
+
         server.faults = {}  # the endpoint is back: the same command, and the run is done
         code, out, lines = gamut("run", "--out", run, *api_options(server.url, server.url))
         assert code == 0, lines
