@@ -156,11 +156,25 @@ def space(
     results_dir: str, requests_dir: str | None, dataset: str, primary_judge: str | None, host: str, port: int
 ) -> None:
     """Serve the leaderboard Space locally over result folders."""
+    from gamut_hf.evaluation.run_folder import is_run_folder
+    from gamut_hf.files import InputError
     from gamut_hf.leaderboard.space import SpaceConfig, build_app, launch_options
 
+    # Refused before anything is created (the queue folder): a mistyped --results would otherwise
+    # serve an empty board without a word.
+    results = Path(results_dir)
+    if not results.exists():
+        raise InputError(f"{results}: no such folder; give --results the folder holding your result folders")
+    if not results.is_dir():
+        raise InputError(f"{results}: not a folder; give --results the folder holding your result folders")
+    if is_run_folder(results):
+        raise InputError(f"{results}: a run folder itself; give --results the folder holding it ({results.parent})")
+    requests = Path(requests_dir) if requests_dir else results.parent / "requests"
+    if requests.exists() and not requests.is_dir():
+        raise InputError(f"{requests}: not a folder; give --requests a folder for the request files")
     config = SpaceConfig(
-        results=Path(results_dir),
-        requests=Path(requests_dir or Path(results_dir).parent / "requests"),
+        results=results,
+        requests=requests,
         dataset=dataset or None,
         primary_judge=primary_judge,
     )

@@ -8,7 +8,6 @@ and "unknown" type and size.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 
 from gamut_hf.core.rubric import TIERS, VERDICTS
 from gamut_hf.evaluation.run_folder import run_folders_in
+from gamut_hf.files import InputError, read_json
 from gamut_hf.reports.report import Run, label_runs, load_run
 from gamut_hf.reports.statistics import Interval
 
@@ -62,7 +62,9 @@ def load_entry(folder: Path) -> Entry | None:
     if not run.scored:
         return None
     card_path = folder / CARD_FILE
-    card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
+    card = read_json(card_path) if card_path.exists() or card_path.is_symlink() else {}
+    if not isinstance(card, dict):  # every reader of a card asks it for fields
+        raise InputError(f"{card_path}: expected a JSON object (the model's card), found {type(card).__name__}")
     return Entry(folder.name, run, card)
 
 

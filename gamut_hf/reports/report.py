@@ -155,6 +155,28 @@ def label_runs(runs: list[Run]) -> None:
             setattr(run, attr, labels[key_of(run)])
 
 
+def repeated_runs(runs: Sequence[Run]) -> list[Run]:
+    """The runs repeating an earlier one's model, judge and variant (shards beside their merge, a
+    copied folder), in order: a report shows each combination once, so the first is the one kept."""
+    seen: set[tuple[str, str, str]] = set()
+    repeated = []
+    for run in runs:
+        combination = (run.variant, run.judge_key, run.model_key)
+        if combination in seen:
+            repeated.append(run)
+        seen.add(combination)
+    return repeated
+
+
+def repeated_run_line(run: Run, name: str | None = None) -> str:
+    """One line naming a run :func:`repeated_runs` found (by ``name``, its folder's path by default);
+    ``run`` must be labelled (:func:`label_runs`)."""
+    return (
+        f"{name or run.folder}: a second run of {run.model} judged by {run.judge} ({run.variant}); "
+        "report each combination once (merge shards with `gamut merge`)"
+    )
+
+
 # -- report structure ------------------------------------------------------------------------
 
 
@@ -840,13 +862,9 @@ def build_report(
     if audits is None:
         audits = find_audits(list(dict.fromkeys(Path(folder).resolve().parent for folder in folders)))
     label_runs(runs)
-    duplicates = pd.Series([(r.variant, r.judge, r.model) for r in runs]).duplicated()
-    if duplicates.any():
-        twin = runs[int(np.argmax(duplicates.to_numpy()))]
-        raise InputError(
-            f"{twin.folder}: a second run of {twin.model} judged by {twin.judge} ({twin.variant}); "
-            "report each combination once (merge shards with `gamut merge`)"
-        )
+    repeated = repeated_runs(runs)
+    if repeated:
+        raise InputError(repeated_run_line(repeated[0]))
     scored = [r for r in runs if r.scored]
     sections = {"runs": runs_section(runs), "audit": audit_section(runs, audits)}
     if not scored:

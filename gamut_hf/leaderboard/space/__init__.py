@@ -11,8 +11,10 @@ are parsed as JSON text, never executed or unpickled, and never name a path. Gra
 route itself refuses a file over the limit while it streams in (``launch_options``).
 
 The board ranks complete runs of one variant under one judge (multimodal and the primary judge
-first); partial runs are listed apart, unranked. A result folder that cannot be read is left
-out with its reason, shown under the board, and never stops the Space.
+first); partial runs are listed apart, unranked. Anything in the results folder that is not a
+readable result folder (a damaged run, a file, a link, a folder it may not read) is left out
+with its reason, shown under the board, and never stops the Space; it is read again once it
+changes. The analysis shows each model, judge and variant once and names the other runs.
 
 With a hub requests repository, the queue is read again on every queue refresh and before
 every submission (a worker elsewhere changes it), and a request whose push failed is sent

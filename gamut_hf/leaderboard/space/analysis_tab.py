@@ -48,7 +48,8 @@ def wire(ui: SpaceUI) -> None:
     data, analysis = ui.data, ui.analysis
 
     def fill_analysis():
-        report = data.analysis()
+        built = data.analysis()
+        report = built.report
         updates = []
         blocks = []
         if report is not None:
@@ -71,6 +72,8 @@ def wire(ui: SpaceUI) -> None:
             else:
                 updates += [gr.Column(visible=False), "", gr.Image(value=None), gr.Dataframe(value=None)]
         note = "Analysis of the runs on the leaderboard (`gamut report` gives the whole report)."
+        if built.left_out:
+            note += "\n\nRuns left out:\n" + "\n".join(f"- {line}" for line in built.left_out)
         if report is not None:
             claims = report.section(CLAIMS_SECTION)
             if claims is not None:
