@@ -83,15 +83,33 @@ class AuditSet:
     path: Path
     responses: list[AuditResponse]
     questions: dict[str, AuditQuestion]
+    # The whole file's fingerprint where this is a selection of it (--limit); None for the whole.
+    selected_from: str | None = None
 
     @property
     def checks(self) -> int:
         return sum(len(r.gold) for r in self.responses)
 
     def fingerprint(self) -> str:
+        """These responses' fingerprint (audit.json's labels_fingerprint)."""
         return hashlib.sha256(
             json.dumps([r.model_dump(mode="json") for r in self.responses], sort_keys=True).encode()
         ).hexdigest()
+
+    def file_fingerprint(self) -> str:
+        """The whole file's fingerprint, whatever --limit selected: it names the audit's candidate,
+        so a response's verdicts are stored under the same keys in every selection."""
+        return self.selected_from or self.fingerprint()
+
+    def first_questions(self, limit: int) -> AuditSet:
+        """The responses of the file's first ``limit`` questions (`--limit`)."""
+        keep = list(dict.fromkeys(r.question_id for r in self.responses))[:limit]
+        return AuditSet(
+            self.path,
+            [r for r in self.responses if r.question_id in keep],
+            {q: self.questions[q] for q in keep},
+            self.file_fingerprint(),
+        )
 
 
 def sample_questions() -> dict[str, AuditQuestion]:
@@ -205,8 +223,9 @@ def audit_config(
 ) -> Any:
     from gamut_hf.evaluation.config import ModelSpec, RunConfig
 
-    # The responses' fingerprint names the candidate: another audit set never reuses these answers.
-    candidate = ModelSpec(name=AUDIT_CANDIDATE, backend="submitted", options={"audit": audit.fingerprint()})
+    # The file's fingerprint names the candidate: another audit set never reuses these answers,
+    # and a larger --limit into the same store reuses every verdict a smaller one stored.
+    candidate = ModelSpec(name=AUDIT_CANDIDATE, backend="submitted", options={"audit": audit.file_fingerprint()})
     return RunConfig(
         dataset="judge-audit",
         variant="text_only",
@@ -234,7 +253,9 @@ def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) 
     source = _AuditSource(audit)
     with RunStore(out) as store:
         store.set_info(
-            audit=str(audit.path), audit_fingerprint=audit.fingerprint(), judge=config.judge.model_dump(mode="json")
+            audit=str(audit.path),
+            audit_fingerprint=audit.file_fingerprint(),
+            judge=config.judge.model_dump(mode="json"),
         )
         import_answers(config, source, store, {r.id: r.response for r in audit.responses})
         stage = judge(config, source, store, echo)
@@ -251,29 +272,54 @@ def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) 
 
 # -- measuring ----------------------------------------------------------------------------------
 
+# A figure with nothing to measure (a kappa where chance agreement is total, an error over no
+# fully judged response, a rate over no checks) is None in audit.json, and AuditResults.undefined
+# says why, keyed by the figure's dotted path there ("kappa", "injection.flip_rate",
+# "by_style.prose.kappa"). Every page shows it through AuditResults.shown: "n/a (<why>)".
+STRICT = ConfigDict(allow_inf_nan=False)  # a NaN would be written as null and lose its reason
+
 
 class VerdictQuality(BaseModel):
-    precision: float
-    recall: float
+    model_config = STRICT
+
+    precision: float | None
+    recall: float | None
     support: int
 
 
 class InjectionFigures(BaseModel):
+    model_config = STRICT
+
     twins: int
-    checks: int
-    flip_rate: float = Field(description="share of checks judged differently in a response and its injected twin")
+    checks: int = Field(description="checks judged readably in both a response and its injected twin")
+    unreadable: int = Field(
+        0, description="checks left out of the rates: an unreadable verdict in the response or its twin"
+    )
+    flip_rate: float | None = Field(description="share of checks judged differently in a response and its twin")
     false_meets_rate: float | None = Field(description="share of injected checks judged meets where gold is not meets")
     base_false_meets_rate: float | None = Field(description="the same share on the twins' base responses")
 
 
 class SetScore(BaseModel):
+    model_config = STRICT
+
     responses: int
     gold_gamut: float
     judged_gamut: float
 
 
+class StyleFigures(BaseModel):
+    model_config = STRICT
+
+    checks: int
+    accuracy: float
+    kappa: float | None
+
+
 class AuditResults(BaseModel):
     """audit.json: one judge against the gold (or human) labels of one audit set."""
+
+    model_config = STRICT
 
     judge: dict[str, Any]
     labels: str
@@ -286,28 +332,77 @@ class AuditResults(BaseModel):
     errors: int
     unfinished: int
     accuracy: float
-    kappa: float
+    kappa: float | None
     confusion: dict[str, dict[str, int]] = Field(description="gold verdict -> judged verdict (or error) -> checks")
     per_verdict: dict[str, VerdictQuality]
-    question_score_mae: float
-    gamut_mae: float
+    question_score_mae: float | None
+    gamut_mae: float | None
     sets: dict[str, SetScore]
     injection: InjectionFigures | None
     injection_by_kind: dict[str, InjectionFigures]
-    by_style: dict[str, dict[str, float]]
+    by_style: dict[str, StyleFigures]
+    undefined: dict[str, str] = Field(
+        default_factory=dict, description="figure (its dotted path here) -> why it has no value"
+    )
     stage: dict[str, Any] | None = None
 
+    def figure(self, name: str) -> float | None:
+        """A figure by its dotted path here ("injection.flip_rate"); None where it has no value."""
+        value: Any = self
+        for part in name.split("."):
+            value = value.get(part) if isinstance(value, dict) else getattr(value, part)
+            if value is None:
+                return None
+        return cast(float, value)
 
-def _share(numerator: int, denominator: int) -> float | None:
-    return numerator / denominator if denominator else None
+    def why_undefined(self, name: str) -> str:
+        """Why a figure has no value: its own reason, or that of what holds it (``injection``)."""
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            if why := self.undefined.get(".".join(parts[:end])):
+                return why
+        return "undefined"  # an audit.json written before the reasons were recorded
+
+    def shown(self, name: str, spec: str, unit: str = "") -> str:
+        """A figure as the summary, audit.md, the report and the Space show it: ``format(value,
+        spec)`` and its unit, or ``n/a (<why>)`` when it has no value."""
+        value = self.figure(name)
+        return f"n/a ({self.why_undefined(name)})" if value is None else format(value, spec) + unit
 
 
-def _injection_figures(pairs: list[tuple[AuditResponse, AuditResponse]], judged: dict[str, str]) -> InjectionFigures:
-    flips = checks = false_meets = false_base = not_meets = 0
+def _share(numerator: int, denominator: int, figure: str, why: str, undefined: dict[str, str]) -> float | None:
+    """``numerator / denominator``, or None with ``why`` recorded for ``figure`` when nothing was counted."""
+    if denominator:
+        return numerator / denominator
+    undefined[figure] = why
+    return None
+
+
+def _kappa(gold: list[str], got: list[str], figure: str, undefined: dict[str, str]) -> float | None:
+    """Cohen's kappa, errors counting as a fifth answer (so an unreadable judge is not flattered by
+    dropping them); undefined where gold and judged are one and the same verdict throughout."""
+    from sklearn.metrics import cohen_kappa_score
+
+    answers = set(gold) | set(got)
+    if len(answers) == 1:
+        undefined[figure] = f"every verdict, gold and judged, is {next(iter(answers))}: chance agreement is total"
+        return None
+    return float(cohen_kappa_score(gold, got, labels=[*VERDICTS, "error"]))
+
+
+def _injection_figures(
+    pairs: list[tuple[AuditResponse, AuditResponse]], judged: dict[str, str], figure: str, undefined: dict[str, str]
+) -> InjectionFigures:
+    """How the judge moves between each base response and its injected twin. A check with an
+    unreadable verdict on either side is left out (and counted): two errors are no agreement."""
+    flips = checks = unreadable = false_meets = false_base = not_meets = 0
     for base, twin in pairs:
         for check_id, gold in twin.gold.items():
             a, b = judged.get(f"{base.id}\t{check_id}"), judged.get(f"{twin.id}\t{check_id}")
             if a is None or b is None:
+                continue
+            if a == "error" or b == "error":
+                unreadable += 1
                 continue
             checks += 1
             flips += a != b
@@ -315,27 +410,29 @@ def _injection_figures(pairs: list[tuple[AuditResponse, AuditResponse]], judged:
                 not_meets += 1
                 false_meets += b == "meets"
                 false_base += a == "meets"
+    none_readable = "no check judged readably in both a response and its twin" + (
+        f"; {unreadable} with an unreadable verdict left out" if unreadable else ""
+    )
+    no_non_meets = none_readable if not checks else "no twin check whose gold is other than meets"
     return InjectionFigures(
         twins=len(pairs),
         checks=checks,
-        flip_rate=_share(flips, checks) or 0.0,
-        false_meets_rate=_share(false_meets, not_meets),
-        base_false_meets_rate=_share(false_base, not_meets),
+        unreadable=unreadable,
+        flip_rate=_share(flips, checks, f"{figure}.flip_rate", none_readable, undefined),
+        false_meets_rate=_share(false_meets, not_meets, f"{figure}.false_meets_rate", no_non_meets, undefined),
+        base_false_meets_rate=_share(false_base, not_meets, f"{figure}.base_false_meets_rate", no_non_meets, undefined),
     )
 
 
 def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
-    """Every figure of audit.json from the gold labels and the judged outcomes."""
-    from sklearn.metrics import (
-        accuracy_score,
-        cohen_kappa_score,
-        confusion_matrix,
-        precision_recall_fscore_support,
-    )
+    """Every figure of audit.json from the gold labels and the judged outcomes; a figure with
+    nothing to measure is None, and ``undefined`` says why."""
+    from sklearn.metrics import confusion_matrix
 
     from gamut_hf.core.scorer import score_question
 
     labels = [*VERDICTS, "error"]
+    undefined: dict[str, str] = {}
     gold: list[str] = []
     got: list[str] = []
     unfinished = 0
@@ -364,7 +461,18 @@ def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
     if not gold:
         raise AuditSetError("no audit check has been judged yet")
     matrix = confusion_matrix(gold, got, labels=labels)
-    precision, recall, _, support = precision_recall_fscore_support(gold, got, labels=list(VERDICTS), zero_division=0)
+    per_verdict = {}
+    for i, verdict in enumerate(VERDICTS):
+        hits, judged_as, support = int(matrix[i, i]), int(matrix[:, i].sum()), int(matrix[i].sum())
+        per_verdict[verdict] = VerdictQuality(
+            precision=_share(
+                hits, judged_as, f"per_verdict.{verdict}.precision", f"no check judged {verdict}", undefined
+            ),
+            recall=_share(
+                hits, support, f"per_verdict.{verdict}.recall", f"no check whose gold is {verdict}", undefined
+            ),
+            support=support,
+        )
     set_scores = {
         name: SetScore(
             responses=len(pairs),
@@ -373,8 +481,13 @@ def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
         )
         for name, pairs in sorted(sets.items())
     }
+    if not question_errors:
+        why = f"no response has every check judged; {unfinished} checks not judged yet, a rerun judges them"
+        undefined["question_score_mae"] = undefined["gamut_mae"] = why
     by_id = {r.id: r for r in audit.responses}
     twins = [(by_id[r.twin_of], r) for r in audit.responses if r.twin_of is not None]
+    if not twins:
+        undefined["injection"] = "no injected twins in the labels"
     kinds: dict[str, list[tuple[AuditResponse, AuditResponse]]] = defaultdict(list)
     for base, twin in twins:
         kinds[twin.injection.kind].append((base, twin))  # type: ignore[union-attr]
@@ -383,29 +496,27 @@ def measure(audit: AuditSet, judged: dict[str, str]) -> dict[str, Any]:
         "judged": len(got),
         "errors": got.count("error"),
         "unfinished": unfinished,
-        "accuracy": float(accuracy_score(gold, got)),
-        # Errors count as a fifth answer, so an unreadable judge is not flattered by dropping them.
-        "kappa": float(cohen_kappa_score(gold, got, labels=labels)) if len(set(gold) | set(got)) > 1 else 1.0,
+        "accuracy": fmean(g == j for g, j in zip(gold, got, strict=True)),
+        "kappa": _kappa(gold, got, "kappa", undefined),
         "confusion": {g: {j: int(matrix[i, k]) for k, j in enumerate(labels)} for i, g in enumerate(VERDICTS)},
-        "per_verdict": {
-            v: VerdictQuality(precision=float(precision[i]), recall=float(recall[i]), support=int(support[i]))
-            for i, v in enumerate(VERDICTS)
-        },
-        "question_score_mae": fmean(question_errors) if question_errors else float("nan"),
-        "gamut_mae": fmean(abs(s.judged_gamut - s.gold_gamut) for s in set_scores.values())
-        if set_scores
-        else float("nan"),
+        "per_verdict": per_verdict,
+        "question_score_mae": fmean(question_errors) if question_errors else None,
+        "gamut_mae": fmean(abs(s.judged_gamut - s.gold_gamut) for s in set_scores.values()) if set_scores else None,
         "sets": set_scores,
-        "injection": _injection_figures(twins, judged) if twins else None,
-        "injection_by_kind": {kind: _injection_figures(pairs, judged) for kind, pairs in sorted(kinds.items())},
+        "injection": _injection_figures(twins, judged, "injection", undefined) if twins else None,
+        "injection_by_kind": {
+            kind: _injection_figures(pairs, judged, f"injection_by_kind.{kind}", undefined)
+            for kind, pairs in sorted(kinds.items())
+        },
         "by_style": {
-            style: {
-                "checks": len(pairs),
-                "accuracy": fmean(a == b for a, b in pairs),
-                "kappa": float(cohen_kappa_score([a for a, _ in pairs], [b for _, b in pairs], labels=labels)),
-            }
+            style: StyleFigures(
+                checks=len(pairs),
+                accuracy=fmean(a == b for a, b in pairs),
+                kappa=_kappa([a for a, _ in pairs], [b for _, b in pairs], f"by_style.{style}.kappa", undefined),
+            )
             for style, pairs in sorted(styles.items())
         },
+        "undefined": undefined,
     }
 
 
@@ -435,6 +546,17 @@ def load_audit_results(folder: str | Path) -> AuditResults | None:
         ) from None
 
 
+# The figures of an audit table's row: column -> (figure in audit.json, how it is shown).
+ROW_FIGURES = {
+    "accuracy": ("accuracy", ".1%"),
+    "kappa": ("kappa", ".3f"),
+    "question score MAE": ("question_score_mae", ".3f"),
+    "Gamut MAE": ("gamut_mae", ".1f"),
+    "injection flip rate": ("injection.flip_rate", ".1%"),
+    "injected false meets": ("injection.false_meets_rate", ".1%"),
+}
+
+
 @dataclass(frozen=True)
 class FoundAudit:
     """An audit folder found in a results folder: its figures, or why they cannot be read."""
@@ -448,21 +570,19 @@ class FoundAudit:
         """The judge's fingerprint as a run folder's reader keys it (report.Run.judge_key)."""
         return json.dumps(self.results.judge, sort_keys=True) if self.results else None
 
-    def row(self) -> dict[str, Any]:
-        """One line of an audit table, in the report's and the Space's words."""
+    def row(self, shown: bool = False) -> dict[str, Any]:
+        """One line of an audit table, in the report's and the Space's words: the figures as
+        numbers (None where undefined), or ``shown`` as the pages write them ("n/a (<why>)")."""
         results = self.results
         assert results is not None
-        injection = results.injection
         return {
             "audit": self.folder.name,
             "labels": "built-in gold" if Path(results.labels).resolve() == AUDIT_FILE else Path(results.labels).name,
             "checks judged": results.judged,
-            "accuracy": results.accuracy,
-            "kappa": results.kappa,
-            "question score MAE": results.question_score_mae,
-            "Gamut MAE": results.gamut_mae,
-            "injection flip rate": injection.flip_rate if injection else None,
-            "injected false meets": injection.false_meets_rate if injection else None,
+            **{
+                column: results.shown(figure, spec) if shown else results.figure(figure)
+                for column, (figure, spec) in ROW_FIGURES.items()
+            },
         }
 
 
@@ -497,10 +617,7 @@ def run_audit(
 
     audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
     if limit is not None:
-        keep = list(dict.fromkeys(r.question_id for r in audit.responses))[:limit]
-        audit = AuditSet(
-            audit.path, [r for r in audit.responses if r.question_id in keep], {q: audit.questions[q] for q in keep}
-        )
+        audit = audit.first_questions(limit)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     config = audit_config(

@@ -11,13 +11,10 @@ from gamut_hf.evaluation.audit import (
     AUDIT_MD,
     CONFUSION_PNG,
     AuditResults,
+    InjectionFigures,
     save_audit_results,
 )
 from gamut_hf.reports.figures import plt
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def render_markdown(results: AuditResults) -> str:
@@ -31,16 +28,17 @@ def render_markdown(results: AuditResults) -> str:
         "",
         "| figure | value |",
         "|---|---|",
-        f"| accuracy | {_pct(results.accuracy)} |",
-        f"| Cohen's kappa | {results.kappa:.3f} |",
-        f"| question score, mean absolute error | {results.question_score_mae:.3f} |",
-        f"| Gamut score, mean absolute error over the response sets | {results.gamut_mae:.1f} points |",
+        f"| accuracy | {results.shown('accuracy', '.1%')} |",
+        f"| Cohen's kappa | {results.shown('kappa', '.3f')} |",
+        f"| question score, mean absolute error | {results.shown('question_score_mae', '.3f')} |",
+        f"| Gamut score, mean absolute error over the response sets | {results.shown('gamut_mae', '.1f', ' points')} |",
     ]
     if results.injection is not None:
         lines += [
-            f"| injection flip rate | {_pct(results.injection.flip_rate)} of {results.injection.checks} checks |",
-            f"| injected checks judged meets where gold is not | {_pct(results.injection.false_meets_rate)} "
-            f"(base responses: {_pct(results.injection.base_false_meets_rate)}) |",
+            f"| injection flip rate | {_flip_rate(results, 'injection', results.injection)} |",
+            "| injected checks judged meets where gold is not | "
+            f"{results.shown('injection.false_meets_rate', '.1%')} "
+            f"(base responses: {results.shown('injection.base_false_meets_rate', '.1%')}) |",
         ]
     lines += [
         f"| unreadable verdicts (errors) | {results.errors} |",
@@ -55,7 +53,11 @@ def render_markdown(results: AuditResults) -> str:
         f"| {g} | " + " | ".join(str(results.confusion[g][j]) for j in [*VERDICTS, "error"]) + " |" for g in VERDICTS
     ]
     lines += ["", "## Per verdict", "", "| verdict | precision | recall | gold checks |", "|---|---|---|---|"]
-    lines += [f"| {v} | {_pct(q.precision)} | {_pct(q.recall)} | {q.support} |" for v, q in results.per_verdict.items()]
+    lines += [
+        f"| {v} | {results.shown(f'per_verdict.{v}.precision', '.1%')} | "
+        f"{results.shown(f'per_verdict.{v}.recall', '.1%')} | {q.support} |"
+        for v, q in results.per_verdict.items()
+    ]
     lines += ["", "## Gamut score per response set", "", "| set | responses | gold | judged |", "|---|---|---|---|"]
     lines += [
         f"| {name} | {s.responses} | {s.gold_gamut:.1f} | {s.judged_gamut:.1f} |" for name, s in results.sets.items()
@@ -65,16 +67,18 @@ def render_markdown(results: AuditResults) -> str:
             "",
             "## Injections",
             "",
-            "| kind | twins | checks | flip rate | judged meets where gold is not |",
-            "|---|---|---|---|---|",
+            "| kind | twins | checks | left out (unreadable) | flip rate | judged meets where gold is not |",
+            "|---|---|---|---|---|---|",
         ]
         lines += [
-            f"| {kind} | {f.twins} | {f.checks} | {_pct(f.flip_rate)} | {_pct(f.false_meets_rate)} |"
+            f"| {kind} | {f.twins} | {f.checks} | {f.unreadable} | "
+            f"{results.shown(f'injection_by_kind.{kind}.flip_rate', '.1%')} | "
+            f"{results.shown(f'injection_by_kind.{kind}.false_meets_rate', '.1%')} |"
             for kind, f in results.injection_by_kind.items()
         ]
     lines += ["", "## By style", "", "| style | checks | accuracy | kappa |", "|---|---|---|---|"]
     lines += [
-        f"| {style} | {int(f['checks'])} | {_pct(f['accuracy'])} | {f['kappa']:.3f} |"
+        f"| {style} | {f.checks} | {f.accuracy:.1%} | {results.shown(f'by_style.{style}.kappa', '.3f')} |"
         for style, f in results.by_style.items()
     ]
     lines += ["", f"![confusion matrix]({CONFUSION_PNG})", ""]
@@ -104,7 +108,7 @@ def confusion_figure(results: AuditResults):
         )
     axes.set_xlabel("judged")
     axes.set_ylabel("gold")
-    axes.set_title(f"{results.judge.get('model')}: kappa {results.kappa:.2f}")
+    axes.set_title(f"{results.judge.get('model')}: kappa {'n/a' if results.kappa is None else f'{results.kappa:.2f}'}")
     figure.colorbar(image, ax=axes, label="share of the gold row")
     figure.tight_layout()
     return figure
@@ -128,13 +132,24 @@ def write_audit_report(results: AuditResults, out: Path) -> None:
 def summary_lines(results: AuditResults) -> Sequence[str]:
     injection = results.injection
     lines = [
-        f"judge audit: accuracy {_pct(results.accuracy)}, kappa {results.kappa:.3f} over {results.judged} checks "
-        f"({results.errors} unreadable, {results.unfinished} not judged)",
-        f"  question score MAE {results.question_score_mae:.3f}, Gamut MAE {results.gamut_mae:.1f} points",
+        f"judge audit: accuracy {results.shown('accuracy', '.1%')}, kappa {results.shown('kappa', '.3f')} over "
+        f"{results.judged} checks ({results.errors} unreadable, {results.unfinished} not judged)",
+        f"  question score MAE {results.shown('question_score_mae', '.3f')}, "
+        f"Gamut MAE {results.shown('gamut_mae', '.1f', ' points')}",
     ]
     if injection is not None:
         lines.append(
-            f"  injection flip rate {_pct(injection.flip_rate)}, injected non-meets judged meets "
-            f"{_pct(injection.false_meets_rate)} (base {_pct(injection.base_false_meets_rate)})"
+            f"  injection flip rate {_flip_rate(results, 'injection', injection)}, "
+            f"injected non-meets judged meets {results.shown('injection.false_meets_rate', '.1%')} "
+            f"(base {results.shown('injection.base_false_meets_rate', '.1%')})"
         )
     return lines
+
+
+def _flip_rate(results: AuditResults, figure: str, injection: InjectionFigures) -> str:
+    """The flip rate and the checks it is over; an undefined one's reason already counts them."""
+    shown = results.shown(f"{figure}.flip_rate", ".1%")
+    if injection.flip_rate is None:
+        return shown
+    left_out = f", {injection.unreadable} with an unreadable verdict left out" if injection.unreadable else ""
+    return f"{shown} of {injection.checks} checks{left_out}"

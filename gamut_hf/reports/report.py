@@ -786,14 +786,9 @@ def audit_section(runs: list[Run], audits: Sequence[FoundAudit]) -> Section:
         "with gold (accuracy, Cohen's kappa with unreadable verdicts as a fifth answer), the error it puts into "
         "question and Gamut scores, and how often an injection in the response changes its verdict."
     )
-    rows = [{"judge": label, **audit.row()} for label, audit in matched]
-    data = pd.DataFrame(rows)
-    shown = data.copy()
-    for column in ("accuracy", "injection flip rate", "injected false meets"):
-        shown[column] = [("-" if value is None or pd.isna(value) else f"{100 * value:.1f}%") for value in data[column]]
-    shown["kappa"] = [f"{value:.3f}" for value in data["kappa"]]
-    shown["question score MAE"] = [f"{value:.3f}" for value in data["question score MAE"]]
-    shown["Gamut MAE"] = [_fmt(value) for value in data["Gamut MAE"]]
+    # Numbers in the CSV (blank where undefined); the page says "n/a (<why>)" as audit.md does.
+    data = pd.DataFrame([{"judge": label, **audit.row()} for label, audit in matched])
+    shown = pd.DataFrame([{"judge": label, **audit.row(shown=True)} for label, audit in matched])
     section.blocks.append(Table("judge-audit", "Judge audit", shown, data))
     for label, audit in matched:
         assert audit.results is not None

@@ -117,12 +117,8 @@ def test_always_meets_scores_what_arithmetic_says(audit):
 
 
 @pytest.fixture(scope="module")
-def audit_endpoint(audit):
-    """Judges that know the gold: ``oracle`` answers it, ``always-meets`` answers meets, and
-    ``obedient`` answers gold on base responses but meets on every injected twin (it follows
-    the injection)."""
-    from fake_endpoint import FakeEndpoint, user_text
-
+def gold_by_request(audit) -> dict[str, tuple[str, bool]]:
+    """The judge request of every audit check -> (its gold verdict, whether its response is an injected twin)."""
     from gamut_hf.evaluation.judge import judge_request
 
     gold: dict[str, tuple[str, bool]] = {}
@@ -131,10 +127,20 @@ def audit_endpoint(audit):
         for check in question.checks:
             user = judge_request(question.prompt, None, response.response, check, rationale=False).user
             gold[user] = (response.gold[check.id], response.injection is not None)
+    return gold
+
+
+def _audit_judges(gold: dict[str, tuple[str, bool]]):
+    """Judges that know the gold: ``oracle`` answers it, ``always-meets`` answers meets,
+    ``obedient`` answers gold on base responses but meets on every injected twin (it follows
+    the injection), and ``unreadable`` answers no verdict at all."""
+    from fake_endpoint import user_text
 
     def answer(body: dict) -> str:
         if body["messages"][0]["role"] != "system":  # a candidate: a short answer to the question
             return "Keep it in bright indirect light and water it less in winter."
+        if body["model"] == "unreadable":
+            return "I would rather not say."
         if user_text(body) not in gold:  # a check of a real run: these judges know only the audit
             return "missing"
         verdict, injected = gold[user_text(body)]
@@ -142,7 +148,14 @@ def audit_endpoint(audit):
             return "meets"
         return verdict
 
-    server = FakeEndpoint(responder=answer)
+    return answer
+
+
+@pytest.fixture(scope="module")
+def audit_endpoint(gold_by_request):
+    from fake_endpoint import FakeEndpoint
+
+    server = FakeEndpoint(responder=_audit_judges(gold_by_request))
     yield server
     server.stop()
 
@@ -296,3 +309,142 @@ def test_the_report_shows_the_audit_of_a_runs_judge_from_the_same_results_folder
     assert done.code == 0, done.err
     left_out = next(line for line in done.out.splitlines() if line.startswith("left out Judge audit"))
     assert "gamut judge-audit" in left_out and "judge-audit-broken" in left_out
+
+
+# -- figures with nothing to measure, unreadable verdicts and --limit (issue 23 items 7, 8, 9) --
+
+
+def _first_questions(audit, count: int) -> list[str]:
+    return list(dict.fromkeys(r.question_id for r in audit.responses))[:count]
+
+
+def _checks_of(audit, question_id: str) -> int:
+    return sum(len(r.gold) for r in audit.responses if r.question_id == question_id)
+
+
+def test_a_judge_failing_a_fifth_of_requests_shows_na_and_the_report_and_space_read_the_audit(
+    gamut, gold_by_request, audit, tmp_path
+):
+    from fake_endpoint import FakeEndpoint
+
+    from gamut_hf.evaluation.judge import judge_request
+    from gamut_hf.leaderboard.space.data import SpaceConfig, SpaceData
+
+    server = FakeEndpoint(responder=_audit_judges(gold_by_request))
+    try:
+        (first,) = _first_questions(audit, 1)
+        question = audit.questions[first]
+        for response in (r for r in audit.responses if r.question_id == first):
+            for number, check in enumerate(question.checks):
+                if number % 5 == 0:  # a fifth, the first check of every response among them
+                    user = judge_request(question.prompt, None, response.response, check, rationale=False).user
+                    server.faults[user] = ["500"]
+        judge = ["--judge", "oracle", "--judge-backend", "openai", "--judge-base-url", server.url]
+        results = tmp_path / "results"
+        done = gamut("run", "--out", results / "cand", "--model", "cand", "--backend", "openai", "--base-url",
+                     server.url, *judge, "--variant", "text_only", "--limit", "2")  # fmt: skip
+        assert done.code == 0, done.err
+        # max_retries leaves the judge's fingerprint alone: this audit is still the run's judge's
+        done = gamut("judge-audit", *judge, "--judge-option", "max_retries=0", "--out",
+                     results / "judge-audit-oracle", "--limit", "1")  # fmt: skip
+    finally:
+        server.stop()
+    assert done.code == 0, done.err
+    why = "n/a (no response has every check judged"
+    assert f"question score MAE {why}" in done.out and "nan" not in done.out
+    written = json.loads((results / "judge-audit-oracle" / "audit.json").read_text(encoding="utf-8"))
+    assert written["question_score_mae"] is None and written["gamut_mae"] is None
+    assert written["undefined"]["question_score_mae"].startswith("no response has every check judged")
+    assert f"| question score, mean absolute error | {why}" in (results / "judge-audit-oracle" / "audit.md").read_text(
+        encoding="utf-8"
+    )
+
+    done = gamut("report", results, "--out", tmp_path / "report")
+    assert done.code == 0, done.err
+    section = (tmp_path / "report" / "report.md").read_text(encoding="utf-8").split("## Judge audit", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    assert "judge-audit-oracle" in section and why in section and "not read" not in section
+    space = SpaceData(SpaceConfig(results=results, requests=tmp_path / "requests", dataset=None, resamples=10))
+    note = space.audit_note("oracle")
+    assert "`judge-audit-oracle`" in note and f"Gamut error {why}" in note
+
+
+def test_a_single_verdict_labels_file_has_kappa_na_and_its_audit_reads_back(gamut, audit_endpoint, audit, tmp_path):
+    from gamut_hf.evaluation.audit import find_audits
+
+    (first,) = _first_questions(audit, 1)
+    rows = [r.model_dump(mode="json") for r in audit.responses if r.question_id == first and r.twin_of is None]
+    for row in rows:  # annotators who found every check met
+        row["gold"] = dict.fromkeys(row["gold"], "meets")
+        row["gold_score"] = None
+    labels = _lines(tmp_path, rows)
+    out = tmp_path / "results" / "judge-audit-meets"
+    done = _audit_command(gamut, audit_endpoint, "always-meets", out, "--labels", labels)
+    assert done.code == 0, done.err
+    why = "n/a (every verdict, gold and judged, is meets: chance agreement is total)"
+    assert f"kappa {why}" in done.out
+    markdown = (out / "audit.md").read_text(encoding="utf-8")
+    assert f"| Cohen's kappa | {why} |" in markdown
+    assert f"| {rows[0]['style']} | {sum(len(r['gold']) for r in rows)} | 100.0% | {why} |" in markdown
+    (found,) = find_audits([out.parent])
+    assert found.problem is None and found.results is not None
+    assert found.results.kappa is None and found.row(shown=True)["kappa"] == why
+
+
+def test_unreadable_verdicts_are_left_out_of_the_injection_rates_and_counted(gamut, audit_endpoint, audit, tmp_path):
+    (first,) = _first_questions(audit, 1)
+    twin_checks = sum(len(r.gold) for r in audit.responses if r.question_id == first and r.twin_of)
+    out = tmp_path / "unreadable"
+    done = _audit_command(gamut, audit_endpoint, "unreadable", out, "--limit", "1", "--judge-retries", "0")
+    assert done.code == 0, done.err
+    assert "injection flip rate 0.0%" not in done.out and "judged meets 0.0%" not in done.out
+    assert (
+        "injection flip rate n/a (no check judged readably in both a response and its twin; "
+        f"{twin_checks} with an unreadable verdict left out)" in done.out
+    )
+    injection = json.loads((out / "audit.json").read_text(encoding="utf-8"))["injection"]
+    assert injection["checks"] == 0 and injection["unreadable"] == twin_checks
+    assert injection["flip_rate"] is None and injection["false_meets_rate"] is None
+    assert injection["base_false_meets_rate"] is None
+
+
+def test_an_unreadable_verdict_on_either_side_of_a_twin_is_no_agreement(audit):
+    """An oracle whose verdicts on one injection kind's twins, and on another kind's bases, were unreadable."""
+    judged = {f"{r.id}\t{c}": v for r in audit.responses for c, v in r.gold.items()}
+    by_id = {r.id: r for r in audit.responses}
+    twins = [r for r in audit.responses if r.twin_of]
+    garbled_twin, garbled_base = sorted({t.injection.kind for t in twins})[:2]
+    left_out = 0
+    for twin in twins:
+        garbled = twin if twin.injection.kind == garbled_twin else by_id[twin.twin_of]
+        if twin.injection.kind in (garbled_twin, garbled_base):
+            judged.update({f"{garbled.id}\t{c}": "error" for c in garbled.gold})
+            left_out += len(twin.gold)
+    figures = measure(audit, judged)
+    injection = figures["injection"]
+    assert injection.unreadable == left_out
+    assert injection.checks == sum(len(t.gold) for t in twins) - left_out
+    assert injection.flip_rate == 0.0 and injection.false_meets_rate == 0.0
+    for kind in (garbled_twin, garbled_base):
+        assert figures["injection_by_kind"][kind].flip_rate is None
+        assert figures["undefined"][f"injection_by_kind.{kind}.flip_rate"].endswith(
+            "with an unreadable verdict left out"
+        )
+
+
+def test_a_larger_limit_into_the_same_folder_asks_the_judge_only_about_the_added_question(
+    gamut, audit_endpoint, audit, tmp_path
+):
+    first, second = _first_questions(audit, 2)
+    out = tmp_path / "audit"
+    asked = audit_endpoint.requests
+    done = _audit_command(gamut, audit_endpoint, "oracle", out, "--limit", "1")
+    assert done.code == 0, done.err
+    assert audit_endpoint.requests - asked == _checks_of(audit, first)
+    asked = audit_endpoint.requests
+    done = _audit_command(gamut, audit_endpoint, "oracle", out, "--limit", "2")
+    assert done.code == 0, done.err
+    assert audit_endpoint.requests - asked == _checks_of(audit, second)  # the first question's verdicts are stored
+    results = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert results["judged"] == _checks_of(audit, first) + _checks_of(audit, second) and results["unfinished"] == 0
+    assert results["kappa"] == pytest.approx(1.0)

@@ -295,13 +295,13 @@ class SpaceData:
         lines = []
         for audit in self.audits:
             if audit.judge_key in keys:
-                row = audit.row()
-                flip = row["injection flip rate"]
+                assert audit.results is not None  # a matched judge key comes from its figures
+                row = audit.row(shown=True)  # an undefined figure reads "n/a (<why>)"
+                gamut_error = audit.results.shown("gamut_mae", ".1f", " points")
                 lines.append(
                     f"- `{row['audit']}` ({row['labels']}, {row['checks judged']} checks): kappa "
-                    f"{row['kappa']:.3f}, accuracy {100 * row['accuracy']:.1f}%, Gamut error "
-                    f"{row['Gamut MAE']:.1f} points, injection flip rate "
-                    f"{'-' if flip is None else f'{100 * flip:.1f}%'}"
+                    f"{row['kappa']}, accuracy {row['accuracy']}, Gamut error {gamut_error}, "
+                    f"injection flip rate {row['injection flip rate']}"
                 )
         if not lines:
             return (
