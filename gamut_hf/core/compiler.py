@@ -48,7 +48,9 @@ def higher_thresholds(options: int, threshold: int, params: CompileParams = DEFA
     found: list[int] = []
     for j in range(1, params.higher_thresholds + 1):
         t = threshold + math.ceil(j * (options - threshold) / params.threshold_divisions)
-        if threshold < t <= options and t not in found:
+        if t > options or len(found) == options - threshold:
+            break  # t only grows with j, and there are no more distinct values: a huge parameter ends here
+        if threshold < t and t not in found:
             found.append(t)
     return found
 

@@ -345,3 +345,13 @@ def test_cli_compile_takes_the_parameters(tmp_path, gamut):
     )
     assert len(gamut("compile", path).json()) == 3
     assert len(gamut("compile", path, "--small-pool-max", "7").json()) == 8
+
+
+def test_huge_threshold_parameters_compile_at_once():
+    """`--higher-thresholds 1000000000` looped for minutes: the thresholds stop where the pool does."""
+    from gamut_hf.core.compiler import CompileParams, higher_thresholds
+
+    huge = CompileParams(higher_thresholds=10**9, threshold_divisions=10**9)
+    assert higher_thresholds(12, 3, huge) == list(range(4, 13))
+    assert higher_thresholds(12, 3, CompileParams(higher_thresholds=10**9)) == [6, 9, 12]
+    assert higher_thresholds(12, 3) == [6, 9]
