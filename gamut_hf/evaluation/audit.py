@@ -27,12 +27,15 @@ from gamut_hf.core.names import Variant
 from gamut_hf.core.rubric import VERDICTS, Check, Verdict
 from gamut_hf.errors import GamutError
 from gamut_hf.evaluation.injections import InjectionKind, Position
+from gamut_hf.evaluation.store import STORE_FILES
 
 AUDIT_FOLDER = Path(__file__).resolve().parents[1] / "data" / "judge-audit"
 AUDIT_FILE = AUDIT_FOLDER / "audit.jsonl"
 AUDIT_JSON = "audit.json"
 AUDIT_MD = "audit.md"
 CONFUSION_PNG = "audit-confusion.png"
+# What an audit folder is made of: the judge's store and the three files measuring it.
+AUDIT_FOLDER_FILES = (*STORE_FILES, AUDIT_JSON, AUDIT_MD, CONFUSION_PNG)
 # The pseudo-candidate whose "answers" are the audit responses; it loads no model.
 AUDIT_CANDIDATE = "judge-audit"
 SCORE_TOLERANCE = 1e-9
