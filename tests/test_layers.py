@@ -24,6 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "leaderboard": {"core", "backends", "dataset", "evaluation", "reports"},
     "authoring": {"core", "backends", "dataset"},
     "cli": {"core", "backends", "dataset", "evaluation", "reports", "leaderboard", "authoring"},
+    # gamut_hf.api: the notebook functions over dataset rows and run folders.
+    "api": {"core", "backends", "dataset", "evaluation"},
 }
 # The core imports nothing but pydantic (and the standard library) outside gamut_hf.
 CORE_THIRD_PARTY = {"pydantic", "pydantic_core"}
