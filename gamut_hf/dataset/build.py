@@ -46,8 +46,9 @@ def question_row(question: AnnotatedQuestion, variant: Variant, compile_params: 
     if variant == "multimodal":
         # Bytes, not a path: a parquet file that stores paths breaks as soon as it is moved.
         row["image"] = {"bytes": question.image_path.read_bytes(), "path": question.image_path.name}
+        # Only beside its photo (features.gamut_features): text_only rows carry text_question alone.
+        row["question"] = question.question
     row.update(
-        question=question.question,
         text_question=question.text_question,
         entity=question.entity,
         meta_rubric=meta_rubric_to_rows(question.meta_rubric),
@@ -187,7 +188,7 @@ def build_dataset(
                 compile_params=compile_params,
                 pretty_name=pretty_name,
                 license=license,
-                repo_hint=repo_id or str(out),
+                repo_id=repo_id,
             )
             (staging / CARD_FILE).write_text(card, encoding="utf-8")
     finally:

@@ -22,7 +22,14 @@ from huggingface_hub import DatasetCardData
 from gamut_hf.core.compiler import CompileParams
 from gamut_hf.core.names import VARIANTS, Variant
 from gamut_hf.dataset.annotations import AnnotatedQuestion
-from gamut_hf.dataset.features import RUBRIC_VERSION
+from gamut_hf.dataset.features import (
+    COLUMN_DESCRIPTIONS,
+    COMMON_ITEM_FIELDS,
+    OPTIONAL_PAYLOAD_FIELDS,
+    PAYLOAD_FIELD_DESCRIPTIONS,
+    PAYLOAD_FIELDS_BY_TYPE,
+    RUBRIC_VERSION,
+)
 from gamut_hf.dataset.stats import RubricStats, stats_markdown
 
 TEMPLATE = files("gamut_hf.dataset") / "card_template.md"
@@ -30,6 +37,9 @@ CARD_FILE = "README.md"
 # Written into every card right after its YAML header (an HTML comment: the hub shows nothing).
 # `gamut build --overwrite` replaces only a folder whose card carries it (build.check_output_folder).
 BUILD_MARKER = "<!-- gamut-hf: this folder was written by `gamut build`; --overwrite may replace it -->"
+# What the card's examples load when the build was given no --repo-id: never the build folder's own
+# path, which means nothing on the hub or on another machine.
+REPO_PLACEHOLDER = "<your-user>/<dataset>"
 
 
 def _size_category(n: int) -> str:
@@ -98,6 +108,40 @@ def _example_items(question: AnnotatedQuestion) -> str:
     return "\n".join(lines)
 
 
+def _columns_table(features: Mapping[Variant, Features]) -> str:
+    """Each column, which configurations carry it and what it means."""
+    header = "| column | " + " | ".join(f"`{v}`" for v in VARIANTS) + " | meaning |"
+    lines = [header, "|---|" + "---|" * len(VARIANTS) + "---|"]
+    for name, meaning in COLUMN_DESCRIPTIONS.items():
+        present = " | ".join("yes" if name in features[variant] else "**no**" for variant in VARIANTS)
+        lines.append(f"| `{name}` | {present} | {meaning} |")
+    return "\n".join(lines)
+
+
+def _item_fields_table() -> str:
+    """Which payload fields of a meta-rubric item struct apply to which item type."""
+    lines = ["| item `type` | fields that apply (all other payload fields are null) |", "|---|---|"]
+    for kind, fields in PAYLOAD_FIELDS_BY_TYPE.items():
+        described = "; ".join(
+            f"`{name}`{' (optional, may be null)' if name in OPTIONAL_PAYLOAD_FIELDS else ''}: "
+            + PAYLOAD_FIELD_DESCRIPTIONS[name]
+            for name in fields
+        )
+        lines.append(f"| `{kind}` | {described} |")
+    return "\n".join(lines)
+
+
+def _where_to_load(repo_id: str | None) -> tuple[str, str]:
+    """The dataset id the card's examples load, and the sentence that introduces them."""
+    if repo_id:
+        return repo_id, ""
+    return REPO_PLACEHOLDER, (
+        f"Replace `{REPO_PLACEHOLDER}` with the hub id this folder is pushed to "
+        f"(`gamut push OUT {REPO_PLACEHOLDER}`). Before it is pushed, the local build folder loads the "
+        'same way: `load_dataset("path/to/OUT", "text_only", split="test")`.\n\n'
+    )
+
+
 def render_card(
     questions: list[AnnotatedQuestion],
     stats: RubricStats,
@@ -107,7 +151,7 @@ def render_card(
     compile_params: CompileParams,
     pretty_name: str = "GAMUT",
     license: str = "cc-by-nc-4.0",
-    repo_hint: str = "path/to/this/folder",
+    repo_id: str | None = None,
 ) -> str:
     example = max(questions, key=lambda q: len({i.type for i in q.meta_rubric.items}))
     checks = "\n".join(f"- `{c.id}` ({c.tier}): {_md(c.text)}" for c in example.checks[:8])
@@ -119,19 +163,25 @@ def render_card(
         f"| {_md(d)} | {n} |" for d, n in stats.domains.items()
     )
     params = ", ".join(f"`{k}={v}`" for k, v in compile_params.model_dump().items())
+    load_id, load_note = _where_to_load(repo_id)
     body = Template(TEMPLATE.read_text(encoding="utf-8")).substitute(
         metadata=card_metadata(pretty_name, features, len(questions), sizes, license),
         build_marker=BUILD_MARKER,
         pretty_name=pretty_name,
         questions=len(questions),
         domain_count=len(stats.domains),
-        repo_hint=repo_hint,
+        load_id=load_id,
+        load_note=load_note,
+        columns_table=_columns_table(features),
+        common_item_fields=", ".join(f"`{name}`" for name in COMMON_ITEM_FIELDS),
+        item_fields_table=_item_fields_table(),
         compile_params=params,
         rubric_version=RUBRIC_VERSION,
         edited_count=sum(q.checks_edited for q in questions),
         example_id=example.id,
         example_domain=example.domain,
         example_question=_md(example.question),
+        example_text_question=_md(example.text_question),
         example_items=_example_items(example),
         example_checks=checks,
         stats_table=stats_markdown(stats),

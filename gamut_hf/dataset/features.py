@@ -1,9 +1,30 @@
 """The dataset's columns, declared once as ``datasets.Features`` and used everywhere.
 
-Both rubric levels are typed structs, not JSON strings: a meta-rubric is a list of item
-structs that carry every item type's payload fields (null where a field does not belong to
-the item's type), and the binary rubric is a list of check structs. ``item_to_row`` and
-``meta_rubric_from_rows`` convert between the pydantic models and these rows, losslessly.
+The two configurations differ in what a model reads, and carry nothing it could read by mistake:
+
+- ``multimodal``: ``image`` and ``question`` (the entity named only generically, "this cat");
+  ``text_question`` is kept beside them for comparing the variants, never for the model.
+- ``text_only``: ``text_question`` (the entity named); no ``image`` and no ``question``, whose
+  "this cat" refers to a photo this configuration does not have.
+
+Both rubric levels are typed structs, not JSON strings. A meta-rubric is a list of item structs,
+and one struct type holds every item type's payload fields, so each item fills only its own type's
+fields (``PAYLOAD_FIELDS_BY_TYPE``) and the others are null:
+
+=================  ==================================================
+item ``type``      payload fields that apply
+=================  ==================================================
+``knowledge``      ``statement``
+``strict_list``    ``elements``, ``meta_insight`` (optional)
+``flexible_list``  ``options``, ``threshold``, ``meta_insight`` (optional)
+``process``        ``steps``, ``grade_full_order``, ``meta_insight`` (optional)
+``relationship``   ``subject``, ``relation``, ``object``
+=================  ==================================================
+
+``id``, ``tier``, ``type``, ``label`` and ``evidence`` apply to every item. The binary rubric is a
+list of check structs. ``item_to_row`` and ``meta_rubric_from_rows`` convert between the pydantic
+models and these rows, losslessly. ``COLUMN_DESCRIPTIONS`` and ``PAYLOAD_FIELD_DESCRIPTIONS`` say
+what each column and field means; the dataset card renders its tables from them.
 """
 
 from __future__ import annotations
@@ -16,14 +37,23 @@ from gamut_hf.core.compiler import CompileParams
 from gamut_hf.core.names import Variant
 from gamut_hf.core.rubric import (
     Check,
+    FlexibleListItem,
     Item,
+    ItemType,
+    KnowledgeItem,
     MetaRubric,
+    ProcessItem,
+    RelationshipItem,
+    StrictListItem,
     parse_checks,
     parse_meta_rubric,
 )
 
 # Bumped whenever the rubric schema or compile rules change meaning.
 RUBRIC_VERSION = "gamut-rubric-1"
+# Bumped whenever a configuration's columns change, so a cached build of an annotation folder
+# made by an older gamut-hf is rebuilt (2: text_only lost its `question` column).
+DATASET_LAYOUT = "gamut-layout-2"
 
 EVIDENCE = {"text": Value("string"), "url": Value("string"), "title": Value("string")}
 STEP = {"text": Value("string"), "required": Value("bool")}
@@ -52,7 +82,53 @@ CHECK = {
     "text": Value("string"),
 }
 COMPILE_PARAMS = {name: Value("int32") for name in CompileParams.model_fields}
-PAYLOAD_FIELDS = [name for name in META_ITEM if name not in ("id", "tier", "type", "label", "evidence")]
+COMMON_ITEM_FIELDS = ("id", "tier", "type", "label", "evidence")
+PAYLOAD_FIELDS = [name for name in META_ITEM if name not in COMMON_ITEM_FIELDS]
+
+_ITEM_MODELS: dict[ItemType, type[Item]] = {
+    "knowledge": KnowledgeItem,
+    "strict_list": StrictListItem,
+    "flexible_list": FlexibleListItem,
+    "process": ProcessItem,
+    "relationship": RelationshipItem,
+}
+# The payload fields each item type fills, read off the pydantic models so that they cannot drift
+# apart; every other payload field of its META_ITEM struct is null.
+PAYLOAD_FIELDS_BY_TYPE: dict[ItemType, tuple[str, ...]] = {
+    kind: tuple(name for name in PAYLOAD_FIELDS if name in model.model_fields) for kind, model in _ITEM_MODELS.items()
+}
+# Fields an item of the type may leave null even though they apply to it.
+OPTIONAL_PAYLOAD_FIELDS = ("meta_insight",)
+
+PAYLOAD_FIELD_DESCRIPTIONS = {
+    "statement": "the one discrete fact",
+    "elements": "every element, all required",
+    "options": "the pool of acceptable options",
+    "threshold": "how many options an answer must mention",
+    "steps": "the ordered steps, each `{text, required}`",
+    "grade_full_order": "whether the order of all steps, optional ones included, is checked too",
+    "subject": "the first entity of the relationship",
+    "relation": "what links subject and object",
+    "object": "the second entity of the relationship",
+    "meta_insight": "one sentence of synthesis across the members that no single member states",
+}
+
+# What each column means, in the order the configurations hold them (a configuration lacks some).
+COLUMN_DESCRIPTIONS = {
+    "id": "question id, unique and stable",
+    "domain": "one of the dataset's domains (a class label)",
+    "image": "the photograph, embedded as bytes",
+    "question": 'the question as asked beside the photo, the entity named only generically ("this cat")',
+    "text_question": "the same question with the entity named, for a model that sees no photo",
+    "entity": "what the photo shows",
+    "meta_rubric": "the upper rubric level: items with a tier, a type and their type's payload fields",
+    "binary_rubric": "the lower level, what a judge grades: checks `{id, item_id, kind, tier, text}`",
+    "image_source": "where the photo comes from",
+    "image_license": "the photo's licence",
+    "rubric_version": "version of the rubric schema and compile rules",
+    "compile_params": "the compile parameters the binary rubric was compiled with",
+    "binary_rubric_edited": "whether annotators edited the binary rubric after compilation",
+}
 
 
 def gamut_features(domains: list[str], variant: Variant = "multimodal") -> Features:
@@ -62,10 +138,12 @@ def gamut_features(domains: list[str], variant: Variant = "multimodal") -> Featu
         "domain": ClassLabel(names=sorted(domains)),
     }
     if variant == "multimodal":
+        # The generic question only beside the photo: without it, "this cat" is the wrong thing
+        # to ask a model, so the text_only configuration does not carry it at all.
         columns["image"] = Image()
+        columns["question"] = Value("string")
     columns.update(
         {
-            "question": Value("string"),
             "text_question": Value("string"),
             "entity": Value("string"),
             "meta_rubric": List(META_ITEM),

@@ -23,7 +23,7 @@ from PIL import Image as PILImage
 from gamut_hf.core.names import VARIANTS, Variant
 from gamut_hf.core.rubric import Check, MetaRubric
 from gamut_hf.dataset.annotations import QUESTIONS_FILE
-from gamut_hf.dataset.features import checks_from_rows, meta_rubric_from_rows
+from gamut_hf.dataset.features import DATASET_LAYOUT, checks_from_rows, meta_rubric_from_rows
 from gamut_hf.errors import GamutError
 from gamut_hf.files import InputError, cache_root, open_image
 
@@ -112,11 +112,14 @@ def image_resolver(spec: str) -> ImageResolver:
 
 @dataclass
 class GamutQuestion:
-    """One benchmark question as the pipeline sees it."""
+    """One benchmark question as the pipeline sees it.
+
+    ``question`` (the generic "this cat", asked beside the photo) is None where the rows do not
+    carry it: the text_only configuration, whose model reads ``text_question``."""
 
     id: str
     domain: str
-    question: str
+    question: str | None
     text_question: str
     entity: str
     meta_rubric: MetaRubric
@@ -125,11 +128,19 @@ class GamutQuestion:
 
     def prompt(self, variant: Variant) -> str:
         """What the candidate is asked: the generic question with the image, or the named one."""
-        return self.question if variant == "multimodal" else self.text_question
+        if variant == "text_only":
+            return self.text_question
+        if self.question is None:
+            raise InputError(
+                f"question {self.id}: the dataset has no `question` column, which the multimodal variant asks "
+                "beside the image"
+            )
+        return self.question
 
 
 def _folder_fingerprint(folder: Path) -> str:
-    digest = hashlib.sha256()
+    # The layout too: a cached build made by an older gamut-hf has other columns.
+    digest = hashlib.sha256(DATASET_LAYOUT.encode())
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         stat = path.stat()
         digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
@@ -189,7 +200,10 @@ def _domain_name(dataset: datasets.Dataset, value: Any) -> str:
 def iter_questions(
     dataset: datasets.Dataset, variant: Variant = "multimodal", *, image_resolver: ImageResolver | None = None
 ) -> Iterator[GamutQuestion]:
-    """Rows as GamutQuestion objects; images decoded (or resolved) in the multimodal variant."""
+    """Rows as GamutQuestion objects; images decoded (or resolved) in the multimodal variant.
+
+    ``variant`` decides only whether images are fetched: "text_only" fetches none, so a multimodal
+    configuration's questions can be listed without decoding a photo (their ``question`` is there)."""
     has_image = "image" in dataset.features and isinstance(dataset.features["image"], datasets.Image)
     for row in dataset:
         image = None
@@ -207,7 +221,8 @@ def iter_questions(
         yield GamutQuestion(
             id=qid,
             domain=_domain_name(dataset, row["domain"]),
-            question=row["question"],
+            # Absent from text_only rows; builds before DATASET_LAYOUT 2 carry it there too (unread).
+            question=row.get("question"),
             text_question=row["text_question"],
             entity=row.get("entity") or "",
             meta_rubric=meta_rubric_from_rows(qid, row["meta_rubric"]),

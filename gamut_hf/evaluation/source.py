@@ -60,6 +60,9 @@ class QuestionSource:
         data = load_gamut(config.dataset, config.variant, revision=config.revision)
         self.data = data
         self.resolver = None
+        # The prompt is the variant's own column (multimodal: question; text_only: text_question,
+        # the only question that configuration has). Images are left undecoded here ("text_only"
+        # to iter_questions): they are hashed below and fetched when a request needs one.
         questions = [
             PlannedQuestion(q.id, q.domain, q.prompt(config.variant), q.checks, None, row)
             for row, q in enumerate(iter_questions(data, "text_only"))

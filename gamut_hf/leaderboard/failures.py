@@ -51,7 +51,7 @@ def dataset_questions(source: str) -> dict[str, QuestionInfo]:
 
     return {
         question.id: QuestionInfo(
-            question.question,
+            question.prompt("multimodal"),
             question.text_question,
             [
                 {"id": item.id, "type": item.type, "tier": item.tier, "label": item.label}

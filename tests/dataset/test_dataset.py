@@ -240,7 +240,8 @@ def write_official_layout(folder: Path, built: Path) -> None:
     """An official-release-like folder: one configuration, splits test / test_text_only, images referenced."""
     (folder / "data").mkdir(parents=True)
     text = datasets.load_dataset(str(built), "text_only", split="test")
-    referenced = text.add_column("session_id", [f"sess-{i}" for i in range(len(text))])
+    photo_less = datasets.load_dataset(str(built), "multimodal", split="test").remove_columns("image")
+    referenced = photo_less.add_column("session_id", [f"sess-{i}" for i in range(len(photo_less))])
     referenced.to_parquet(folder / "data" / "test-00000-of-00001.parquet")
     text.to_parquet(folder / "data" / "test_text_only-00000-of-00001.parquet")
     (folder / "README.md").write_text(
@@ -279,8 +280,10 @@ def test_official_layout_with_images_resolved_from_crag_mm(tmp_path, built):
     assert [q.image.size for q in questions] == [
         Image.open(VALID / "images" / n).size for n in ("cat.png", "cat.png", "coffee.png")
     ]
+    assert [q.prompt("multimodal") for q in questions] == [q.question for q in read_annotations(VALID)]
     text_only = list(iter_questions(load_gamut(official, "text_only"), "text_only"))
     assert all(q.image is None for q in text_only) and len(text_only) == 3
+    assert [q.prompt("text_only") for q in text_only] == [q.text_question for q in read_annotations(VALID)]
     with pytest.raises(ImageNotFound, match="question animal-1: the dataset has no embedded image"):
         next(iter_questions(data, "multimodal"))
 
