@@ -181,4 +181,41 @@ def space(
     build_app(config).launch(server_name=host, server_port=port, **launch_options())
 
 
-COMMANDS = [worker, space]
+@click.command()
+@click.argument("run", metavar="RUN_DIR")
+@click.argument("out", metavar="OUT.jsonl")
+def submission(run: str, out: str) -> None:
+    """The answers stored in RUN_DIR as the leaderboard's upload file.
+
+    Generate with `gamut generate` (the prompt the leaderboard expects: the question, and the photo
+    for the multimodal variant, nothing else), then upload OUT.jsonl in the Space's Submit tab with
+    the variant it names. Checked as the Space checks it; reasoning is never included.
+
+    \b
+    Example:
+      gamut generate --out runs/mine --model M --backend vllm --variant multimodal --dataset facebook/GAMUT
+      gamut submission runs/mine responses.jsonl
+    """
+    from gamut_hf import atomic
+    from gamut_hf.files import InputError
+    from gamut_hf.leaderboard.submission_file import submission_file
+
+    target = Path(out)
+    if target.exists() or target.is_symlink():
+        raise InputError(f"{target}: exists; remove it or choose another file name (nothing is overwritten)")
+    made = submission_file(run)
+    atomic.write_bytes(target, made.data)
+    click.echo(f"wrote {target}: {made.answered} of {made.questions} answers of {made.model} ({made.variant})")
+    click.echo(
+        f"In the Space's Submit tab choose the variant {made.variant}"
+        + (", and tick 'Partial submission': not every question is answered" if made.partial else "")
+        + "."
+    )
+    if made.failed:
+        click.echo(
+            f"{made.failed} generation(s) failed and are left out: `gamut generate --out {run}` tries them again",
+            err=True,
+        )
+
+
+COMMANDS = [worker, space, submission]

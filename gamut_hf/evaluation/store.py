@@ -213,6 +213,19 @@ class RunStore:
         self.db.executescript(SCHEMA)
         self._add_columns()
 
+    @classmethod
+    @contextmanager
+    def reading(cls, folder: str | Path) -> Iterator[RunStore]:
+        """The store in ``folder`` to read, writing nothing beside it (:func:`read_only_store`):
+        for commands that only look (a dry run, a submission file)."""
+        store = cls.__new__(cls)
+        store.folder = Path(folder)
+        store.path = store.folder / STORE_FILE
+        store.session = "reading"
+        with read_only_store(store.path) as db:
+            store.db = db
+            yield store
+
     def _add_columns(self) -> None:
         for table, columns in ADDED_COLUMNS.items():
             present = {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}
@@ -390,7 +403,7 @@ class RunStore:
 
 
 @contextmanager
-def read_only_store(path: Path) -> Iterator[sqlite3.Connection]:
+def read_only_store(path: Path) -> Iterator[StoreConnection]:
     """The store at ``path`` for reading without writing a byte beside it (a dry run): even a
     read-only connection to a WAL database makes its -shm file, so the store is opened immutable,
     or, where a -wal file holds work not yet in the store (a killed run), read from a copy."""
@@ -402,9 +415,10 @@ def read_only_store(path: Path) -> Iterator[sqlite3.Connection]:
         if wal.exists():
             shutil.copy2(path, Path(copy) / path.name)
             shutil.copy2(wal, Path(copy) / wal.name)
-            db = sqlite3.connect(Path(copy) / path.name)
+            db = sqlite3.connect(Path(copy) / path.name, factory=StoreConnection)
         else:
-            db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+            db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, factory=StoreConnection)
+        db.path = path  # errors name the user's store, not the copy
         try:
             yield db
         finally:

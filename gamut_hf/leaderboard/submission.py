@@ -142,6 +142,9 @@ def _line_record(
         return None, (
             f"line {number}: unexpected key {extra[0]!r} (only question_id and response; scores are computed here)"
         )
+    absent = [key for key in ("question_id", "response") if key not in record]
+    if absent:
+        return None, f'line {number}: no "{absent[0]}" (each line is {{"question_id": ..., "response": ...}})'
     qid, response = record.get("question_id"), record.get("response")
     if not isinstance(qid, str):
         return None, f"line {number}: question_id must be a string"

@@ -130,3 +130,21 @@ def test_a_lone_surrogate_in_a_response_is_refused_with_its_question_id():
     assert problems(data, partial=True) == [
         "line 1: the response to 'q2' holds a lone surrogate ('\\ud800' at character 14), not text; pair it or remove it"
     ]
+
+
+def test_a_line_without_its_response_or_question_id_says_which_key_is_missing():
+    """Issue 24.14: a missing "response" key was reported as "response must be a string"."""
+    data = jsonl({"question_id": "q1"}, {"response": "a"}, {"question_id": "q2", "response": None})
+    assert problems(data, partial=True) == [
+        'line 1: no "response" (each line is {"question_id": ..., "response": ...})',
+        'line 2: no "question_id" (each line is {"question_id": ..., "response": ...})',
+        "line 3: response must be a string",
+    ]
+
+
+def test_zero_parameters_is_refused_not_taken_as_unknown():
+    """Issue 24.14: "Parameters (billions)" 0 was accepted."""
+    with pytest.raises(SubmissionError, match="parameters_billions: Input should be greater than 0"):
+        parse_submission(
+            jsonl({"question_id": "q1", "response": "a"}), {**CARD, "parameters_billions": 0}, IDS, partial=True
+        )
