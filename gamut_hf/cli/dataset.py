@@ -60,7 +60,7 @@ def build(
 
 
 @click.command()
-@click.argument("dataset", metavar="DATASET", default="gamut-sample")
+@click.argument("dataset", metavar="[DATASET]", default="gamut-sample")
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
 @click.option("--revision", default=None, help="Hub revision (for a hub id).")
 def stats(dataset: str, as_json: bool, revision: str | None) -> None:

@@ -119,3 +119,10 @@ def test_score_parameters_outside_their_ranges_are_one_line_errors(tmp_path, cap
         == 0
     )
     assert -1 <= json.loads(capsys.readouterr().out)["score"] <= 1
+
+
+def test_help_marks_optional_arguments_and_names_both_forms_of_score(gamut):
+    """Issue 24.10: `gamut stats --help` showed DATASET without the brackets of an optional argument."""
+    assert "Usage: gamut stats [OPTIONS] [DATASET]" in gamut("stats", "--help").out
+    shown = gamut("score", "--help").out
+    assert "RUBRIC|RUN_DIR [VERDICTS]" in shown and "RUBRIC VERDICTS:" in shown and "RUN_DIR:" in shown
