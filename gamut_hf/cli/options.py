@@ -287,6 +287,7 @@ def print_summary(results: RunResults, out: str) -> None:
         )
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
+    _echo_judge_audit(results, Path(out))
     click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
     if results.unclosed_reasoning:
         click.echo(f"  {unclosed_line(results.unclosed_reasoning)}; judged as empty answers")
@@ -298,6 +299,20 @@ def print_summary(results: RunResults, out: str) -> None:
             f"{params.contradiction_penalty:g} --weights {weights} (recorded in {RESULTS_FILE})"
         )
     click.echo(f"  wrote {Path(out) / RESULTS_FILE} and {Path(out) / DETAILS_FILE}")
+
+
+def _echo_judge_audit(results: RunResults, out: Path) -> None:
+    """The judge's audit beside the score, where one is known (beside the run, or shipped), and a
+    plain warning where it shows the judge close to chance: a score is read with its judge."""
+    from gamut_hf.evaluation.audit import audit_line, audit_of, judge_warning
+
+    found = audit_of(results.judge, results.prompt_versions.get("judge", ""), roots=[out.parent])
+    if found is None or found.results is None:
+        return
+    click.echo(f"  {audit_line(found)}")
+    warning = judge_warning(found.results)
+    if warning:
+        click.echo(f"  warning: {warning}")
 
 
 def exit_if_every_request_failed(stages: Sequence[StageReport]) -> None:

@@ -567,6 +567,7 @@ class FoundAudit:
     folder: Path
     results: AuditResults | None
     problem: str | None = None
+    measured: str | None = None  # shipped with the package: the command that measured it
 
     @property
     def judge_key(self) -> str | None:
@@ -579,7 +580,7 @@ class FoundAudit:
         results = self.results
         assert results is not None
         return {
-            "audit": self.folder.name,
+            "audit": f"shipped ({self.folder.stem})" if self.measured else self.folder.name,
             "labels": "built-in gold" if Path(results.labels).resolve() == AUDIT_FILE else Path(results.labels).name,
             "checks judged": results.judged,
             **{
@@ -587,6 +588,68 @@ class FoundAudit:
                 for column, (figure, spec) in ROW_FIGURES.items()
             },
         }
+
+
+# Audits measured once and shipped with the package (a judge whose audit takes too long to run in a
+# demo: the default judge's took 23 minutes here): one JSON file each, the audit.json with how it was made.
+MEASURED_FOLDER = AUDIT_FOLDER / "measured"
+# Below this Cohen's kappa a judge's verdicts agree with the gold barely more than chance would.
+LOW_KAPPA = 0.2
+
+
+class MeasuredAudit(BaseModel):
+    """An audit shipped with the package: its figures and how they were produced."""
+
+    model_config = STRICT
+
+    command: str
+    machine: str
+    date: str
+    audit: AuditResults
+
+
+def measured_audits() -> list[FoundAudit]:
+    """The audits shipped with the package (built-in gold), each as found in a results folder."""
+    found = []
+    for path in sorted(MEASURED_FOLDER.glob("*.json")):
+        measured = MeasuredAudit.model_validate_json(path.read_bytes())
+        # Measured on the built-in audit set: its labels are this installation's copy of it.
+        audit = measured.audit.model_copy(update={"labels": str(AUDIT_FILE)})
+        found.append(FoundAudit(path, audit, measured=measured.command))
+    return found
+
+
+def audit_of(judge: dict[str, Any], prompt_version: str, roots: Sequence[str | Path] = ()) -> FoundAudit | None:
+    """The audit of the judge with fingerprint ``judge`` under the judge prompt ``prompt_version``:
+    one in a results folder of ``roots`` first, else one shipped with the package; None if none is known."""
+    key = json.dumps(judge, sort_keys=True)
+    for found in [*find_audits(roots), *measured_audits()]:
+        if found.results is not None and found.judge_key == key and found.results.prompt_version == prompt_version:
+            return found
+    return None
+
+
+def judge_warning(results: AuditResults) -> str | None:
+    """A plain warning where the audit shows the judge's verdicts are close to chance (kappa < 0.2)."""
+    kappa = results.kappa
+    if kappa is not None and kappa >= LOW_KAPPA:
+        return None
+    measured = "not measurable" if kappa is None else f"{kappa:.3f}"
+    return (
+        f"this judge's verdicts agree with known right verdicts barely above chance (audit kappa {measured}, "
+        f"below {LOW_KAPPA}): its scores are noise, not a measure of the model"
+    )
+
+
+def audit_line(found: FoundAudit) -> str:
+    """The audit in one line, as shown beside a score."""
+    results = found.results
+    assert results is not None
+    where = f"shipped with gamut-hf, measured with `{found.measured}`" if found.measured else str(found.folder)
+    return (
+        f"judge audit ({where}): kappa {results.shown('kappa', '.3f')}, accuracy "
+        f"{results.shown('accuracy', '.1%')} on {results.judged:,} checks"
+    )
 
 
 def find_audits(roots: Sequence[str | Path]) -> list[FoundAudit]:
