@@ -53,12 +53,18 @@ def wire(ui: SpaceUI) -> None:
         updates = []
         blocks = []
         if report is not None:
-            for section in report.included[1:]:  # the runs table is the leaderboard here
+            for section in report.included:
+                if section.key == "runs":  # the runs read: the board lists them here
+                    continue
                 for block in section.blocks:
                     if isinstance(block, Figure):
                         blocks.append((f"**{section.title}**: {block.caption}", _png(block.png), None))
                     elif isinstance(block, Table) and section.key != "breakdowns":
-                        blocks.append((f"**{section.title}**: {block.title}", None, block.shown))
+                        title = f"**{section.title}**: {block.title}"
+                        if block.shown.empty:  # a blank table says nothing
+                            blocks.append((f"{title}: none for these runs.", None, None))
+                        else:
+                            blocks.append((title, None, block.shown))
         blocks = blocks[: len(analysis.blocks)]
         for i in range(len(analysis.blocks)):
             if i < len(blocks):

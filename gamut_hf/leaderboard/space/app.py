@@ -17,6 +17,7 @@ from gamut_hf.leaderboard.queue import RequestQueue
 from gamut_hf.leaderboard.space import analysis_tab, board_tab, failures_tab, submit_tab
 from gamut_hf.leaderboard.space.data import SpaceConfig, SpaceData
 
+# Short titles, wrapping onto a second line rather than hiding behind a menu on a phone.
 TABS = (
     ("Leaderboard", "leaderboard", board_tab),
     ("Failures", "failures", failures_tab),
@@ -48,10 +49,11 @@ def build_app(config: SpaceConfig) -> gr.Blocks:
         queue = RequestQueue(config.requests, echo=lambda line: print(f"gamut space: {line}"))
         ui = SpaceUI(config, data, queue, app, known_ids=list(data.questions))
         gr.Markdown(
-            "# GAMUT: factual completeness of long answers\nScores are computed here from the judge's "
-            "verdicts on every check; intervals are 95% bootstrap intervals over questions."
+            "# GAMUT leaderboard\nFactual completeness of long answers, scored here from the judge's "
+            "verdict on every check; intervals are 95% bootstrap intervals over questions.",
+            elem_id="space-header",
         )
-        with gr.Tabs(selected="leaderboard") as tabs:
+        with gr.Tabs(selected="leaderboard", overflow_behavior="wrap") as tabs:
             ui.tabs = tabs
             for title, key, module in TABS:
                 with gr.Tab(title, id=key) as tab:

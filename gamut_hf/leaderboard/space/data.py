@@ -11,7 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
+from gamut_hf.core.names import DEFAULT_VARIANT
+from gamut_hf.dataset.annotations import QUESTIONS_FILE
 from gamut_hf.dataset.hub import HubFolder, PushError
 from gamut_hf.errors import shown
 from gamut_hf.evaluation.audit import AUDIT_JSON, FoundAudit, find_audits
@@ -26,18 +29,40 @@ from gamut_hf.leaderboard.entries import (
     load_entry,
 )
 from gamut_hf.leaderboard.failures import EntryTables, FailureIndex, QuestionInfo, dataset_questions, entry_tables
+from gamut_hf.leaderboard.space.style import SPACE_CSS, SPACE_HEAD
 from gamut_hf.leaderboard.submission import MAX_UPLOAD_BYTES
 from gamut_hf.reports.report import Report, label_runs, repeated_run_line, repeated_runs
-from gamut_hf.reports.statistics import Bootstrap, run_summary
+from gamut_hf.reports.statistics import DEFAULT_RESAMPLES, Bootstrap, run_summary
 
 LOCAL_USER = "local"
-DEFAULT_COLUMNS = [
-    "rank",
+# The board's columns in the order shown: scores first, beside the model's name (on a phone the
+# name and its score are what fits); the run's description after. Variant and judge are the
+# board's choice, said above it, so they are no column of the board (scripted clients may ask).
+BOARD_ORDER = [
     "model",
+    "Gamut",
+    "Gamut 95% CI",
+    "AC",
+    "AC 95% CI",
+    "V",
+    "V 95% CI",
+    "Ctx",
+    "Ctx 95% CI",
+    "% meets",
+    "% partial",
+    "% missing",
+    "% contra",
+    "questions",
     "type",
     "size (B)",
     "variant",
     "judge",
+]
+assert sorted(BOARD_ORDER) == sorted(LEADERBOARD_COLUMNS)
+COLUMN_CHOICES = ["rank", *(c for c in BOARD_ORDER if c not in ("model", "variant", "judge"))]
+DEFAULT_COLUMNS = [
+    "rank",
+    "model",
     "Gamut",
     "Gamut 95% CI",
     "AC",
@@ -46,14 +71,19 @@ DEFAULT_COLUMNS = [
     "% meets",
     "% missing",
     "% contra",
+    "type",
+    "size (B)",
 ]
+# Columns holding a score or a percentage: shown with one decimal ("56.0", never "56").
+SCORE_COLUMNS = ["Gamut", "AC", "V", "Ctx", "% meets", "% partial", "% missing", "% contra"]
 SIZE_BUCKETS = {"under 10B": (0, 10), "10B to 100B": (10, 100), "over 100B": (100, float("inf")), "unknown": None}
 
 
 def launch_options() -> dict:
-    """What every launch of the Space passes to ``launch``: gradio refuses a bigger upload itself,
-    while it streams in, instead of saving it whole before the submission check sees it."""
-    return {"max_file_size": MAX_UPLOAD_BYTES}
+    """What every launch of the Space passes to ``launch``: its CSS (gradio 6 takes it there, not
+    in ``Blocks``), and the upload limit, so that gradio refuses a bigger upload itself, while it
+    streams in, instead of saving it whole before the submission check sees it."""
+    return {"max_file_size": MAX_UPLOAD_BYTES, "css": SPACE_CSS, "head": SPACE_HEAD}
 
 
 def in_space() -> bool:
@@ -67,7 +97,7 @@ class SpaceConfig:
     requests: Path
     dataset: str | None = "gamut-sample"
     login: bool = field(default_factory=in_space)
-    resamples: int = 1000
+    resamples: int = DEFAULT_RESAMPLES  # as `gamut report`: the same run shows the same interval
     primary_judge: str | None = None  # the default board's judge; None: the judge of the most runs
     results_hub: HubFolder | None = None  # in a Space: the results dataset, pulled on refresh
     requests_hub: HubFolder | None = None  # in a Space: the requests dataset, pushed on submit
@@ -104,6 +134,34 @@ class LoadedFolder:
     entry: Entry
     summary: dict
     tables: EntryTables
+
+
+def run_dataset_folder(results: Path, source: object) -> Path | None:
+    """The folder a run's recorded dataset source names, where the source is a relative path to a
+    folder inside the results folder or beside it (``gamut simulate OUT`` writes its questions to
+    ``OUT/dataset`` and records "dataset"); None for a hub id, a named dataset, or any path
+    leading elsewhere (a result folder is not trusted to name the server's files)."""
+    if not isinstance(source, str) or not source.strip() or Path(source).is_absolute():
+        return None
+    for base in (results, results.parent):
+        try:
+            root = base.resolve(strict=True)
+            folder = (base / source).resolve(strict=True)
+        except (OSError, RuntimeError):  # missing, unreadable, a link loop
+            continue
+        if folder != root and folder.is_relative_to(root) and folder.is_dir():
+            return folder
+    return None
+
+
+@dataclass
+class RunDataset:
+    """The questions of a dataset found beside the runs (see :func:`run_dataset_folder`), as the
+    last look at its folder saw it, or why they could not be read."""
+
+    signature: Signature
+    questions: dict[str, QuestionInfo]
+    problem: str | None = None
 
 
 @dataclass
@@ -153,7 +211,10 @@ class SpaceData:
 
     def __init__(self, config: SpaceConfig):
         self.config = config
+        # The Space's dataset (submissions are checked against it), and the datasets runs name
+        # beside them (the failure browser shows their questions too).
         self.questions: dict[str, QuestionInfo] = dataset_questions(config.dataset) if config.dataset else {}
+        self.run_datasets: dict[Path, RunDataset] = {}
         self.seen: dict[str, Signature] = {}  # each entry of the results folder, as the last look saw it
         self.loaded: dict[str, LoadedFolder] = {}  # result folder -> what the board shows of it
         self.entries: list[Entry] = []
@@ -168,7 +229,8 @@ class SpaceData:
     def _candidates(self) -> dict[str, Path]:
         """The entries of the results folder that should be result folders, by name: all but hidden
         ones (staging folders, the hub's cache), the hub repository's own files, judge audits (read
-        by ``find_audits``) and the queue where it lies inside."""
+        by ``find_audits``), annotation folders (read as the runs' dataset) and the queue where it
+        lies inside."""
         root = self.config.results
         try:
             names = sorted(os.listdir(root))
@@ -184,8 +246,11 @@ class SpaceData:
             if name.startswith(".") or name in REPOSITORY_FILES or path.resolve() == requests:
                 continue
             readable = not path.is_symlink() and path.is_dir() and os.access(path, os.R_OK | os.X_OK)
-            if readable and (path / AUDIT_JSON).exists() and not (path / RESULTS_FILE).exists():
-                continue
+            # A judge audit (read by find_audits) or an annotation folder (the questions runs were
+            # over, read as their dataset): no result folder, and nothing wrong with it.
+            if readable and not (path / RESULTS_FILE).exists():
+                if (path / AUDIT_JSON).exists() or (path / QUESTIONS_FILE).exists():
+                    continue
             candidates[name] = path
         return candidates
 
@@ -219,8 +284,32 @@ class SpaceData:
                 seen[key] = look_at(path)
             except FileNotFoundError:  # removed between the listing and the look
                 continue
-        if seen == self.seen:
+        runs_changed = seen != self.seen
+        if runs_changed:
+            self._take_in(candidates, seen)
+        if not self._look_at_run_datasets() and not runs_changed:
             return False
+        self.entries = [folder.entry for folder in self.loaded.values()]
+        # Labels depend on every entry (a backend is added where names collide): made afresh each time.
+        label_runs([entry.run for entry in self.entries])
+        self.board = leaderboard_table(
+            [
+                leaderboard_row(
+                    folder.entry, folder.summary, is_partial(folder.entry, self._dataset_size(folder.entry))
+                )
+                for folder in self.loaded.values()
+            ]
+        )
+        parts = {key: folder.tables for key, folder in self.loaded.items()}
+        self.index = FailureIndex(self.entries, self.browsed_questions(), parts) if self.entries else None
+        self._analysis = Analysis(None)
+        thread = threading.Thread(target=self._build_analysis, args=(list(self.entries),), daemon=True)
+        self.analysis_thread = thread
+        thread.start()
+        return True
+
+    def _take_in(self, candidates: dict[str, Path], seen: dict[str, Signature]) -> None:
+        """Read the entries that appeared or changed; keep the others as they were."""
         bootstrap = Bootstrap(resamples=self.config.resamples)
         loaded: dict[str, LoadedFolder] = {}
         not_loaded: dict[str, str] = {}
@@ -237,23 +326,57 @@ class SpaceData:
                 not_loaded[key] = public_reason(error, candidates[key], key)
                 print(f"gamut space: result folder {key} not loaded: {not_loaded[key]}")
         self.seen, self.loaded, self.not_loaded = seen, loaded, not_loaded
-        self.entries = [folder.entry for folder in loaded.values()]
-        # Labels depend on every entry (a backend is added where names collide): made afresh each time.
-        label_runs([entry.run for entry in self.entries])
-        size = len(self.questions) or None
-        self.board = leaderboard_table(
-            [
-                leaderboard_row(folder.entry, folder.summary, is_partial(folder.entry, size))
-                for folder in loaded.values()
-            ]
-        )
-        parts = {key: folder.tables for key, folder in loaded.items()}
-        self.index = FailureIndex(self.entries, self.questions, parts) if self.entries else None
-        self._analysis = Analysis(None)
-        thread = threading.Thread(target=self._build_analysis, args=(list(self.entries),), daemon=True)
-        self.analysis_thread = thread
-        thread.start()
-        return True
+
+    def _run_dataset(self, entry: Entry) -> Path | None:
+        return run_dataset_folder(self.config.results, entry.run.results.dataset.get("source"))
+
+    def _look_at_run_datasets(self) -> bool:
+        """Read the datasets the runs name beside them that appeared or changed since the last
+        look (one that cannot be read is named under the board); True when any did, or went."""
+        wanted = {folder for folder in map(self._run_dataset, (f.entry for f in self.loaded.values())) if folder}
+        found: dict[Path, RunDataset] = {}
+        for folder in sorted(wanted):
+            try:
+                signature = look_at(folder)
+            except OSError:  # removed since
+                continue
+            known = self.run_datasets.get(folder)
+            if known is not None and known.signature == signature:
+                found[folder] = known
+                continue
+            try:
+                found[folder] = RunDataset(signature, dataset_questions(str(folder)))
+            except Exception as error:  # noqa: BLE001 - the runs still show, with bare question ids
+                name = self._shown_name(folder)
+                found[folder] = RunDataset(signature, {}, public_reason(error, folder, name))
+                print(f"gamut space: the dataset {name} of the runs is not loaded: {found[folder].problem}")
+        changed = {f: d.signature for f, d in found.items()} != {f: d.signature for f, d in self.run_datasets.items()}
+        self.run_datasets = found
+        return changed
+
+    def _shown_name(self, folder: Path) -> str:
+        """A dataset folder named relative to the results folder, as a visitor knows it."""
+        for base in (self.config.results, self.config.results.parent):
+            try:
+                return str(folder.relative_to(base.resolve()))
+            except (ValueError, OSError):
+                continue
+        return folder.name
+
+    def _dataset_size(self, entry: Entry) -> int | None:
+        """The questions of the dataset ``entry`` was run over, where known: a complete run has them all."""
+        folder = self._run_dataset(entry)
+        own = self.run_datasets.get(folder) if folder else None
+        if own is not None and own.questions:
+            return len(own.questions)
+        return len(self.questions) or None
+
+    def browsed_questions(self) -> dict[str, QuestionInfo]:
+        """Every question the failure browser can show: the runs' own datasets, and the Space's."""
+        merged: dict[str, QuestionInfo] = {}
+        for dataset in self.run_datasets.values():
+            merged.update(dataset.questions)
+        return {**merged, **self.questions}
 
     def _build_analysis(self, entries: list[Entry]) -> None:
         analysis = build_analysis(entries, Bootstrap(resamples=self.config.resamples))
@@ -267,20 +390,30 @@ class SpaceData:
             thread.join()
         return self._analysis
 
-    def judges(self) -> list[str]:
-        return sorted(self.board["judge"].unique())
+    def judges(self, variant: str | None = None) -> list[str]:
+        """The judges of the board's runs (of ``variant`` only, when given)."""
+        return judges_of(self.board, variant) if variant else sorted(self.board["judge"].unique())
 
-    def primary_judge(self) -> str | None:
+    def primary_judge(self, variant: str | None = None) -> str | None:
         """The configured judge, else the one that judged the most runs (the paper's main judge
-        grades both variants; others often one)."""
-        judges = self.board["judge"].value_counts()
+        grades both variants; others often one); among the runs of ``variant`` when given."""
+        runs = self.board if variant is None else self.board[self.board["variant"] == variant]
+        judges = runs["judge"].value_counts()
         if self.config.primary_judge in judges.index:
             return self.config.primary_judge
         return min(judges.index, key=lambda judge: (-judges[judge], judge)) if len(judges) else None
 
+    def default_variant(self) -> str:
+        """The variant the board opens on: multimodal, unless only the other has runs."""
+        variants = set(self.board["variant"])
+        return DEFAULT_VARIANT if DEFAULT_VARIANT in variants or not variants else min(variants)
+
     def not_loaded_note(self) -> str:
         """The entries of the results folder left off the board, and audits that cannot be read, with why."""
         problems = {**self.not_loaded, **{a.folder.name: a.problem for a in self.audits if a.problem}}
+        for folder, dataset in self.run_datasets.items():
+            if dataset.problem:
+                problems[self._shown_name(folder)] = f"the runs' dataset, not loaded: {dataset.problem}"
         if not problems:
             return ""
         return "**Not loaded** (fix or remove these result folders):\n" + "\n".join(
@@ -320,14 +453,15 @@ class SpaceData:
 def filter_board(
     board: pd.DataFrame, types: list[str], variant: str | None, judge: str | None, sizes: list[str], columns: list[str]
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One variant under one judge: (complete runs, ranked best first; partial runs, unranked)."""
+    """One variant under one judge: (complete runs, ranked best first; partial runs, unranked),
+    each with the model, the ``columns`` asked for in the board's order, and the folder's key."""
     mask = board["type"].isin(types) & (board["variant"] == variant) & (board["judge"] == judge)
     size = pd.to_numeric(board["size (B)"], errors="coerce")
     in_bucket = pd.Series(False, index=board.index)
     for bucket in sizes:
         bounds = SIZE_BUCKETS.get(bucket)
         in_bucket |= size.isna() if bounds is None else ((size >= bounds[0]) & (size < bounds[1]))
-    shown = [c for c in LEADERBOARD_COLUMNS if c in columns or c == "model"]
+    shown = [c for c in BOARD_ORDER if c in columns or c == "model"]
     chosen = board[mask & in_bucket]
     partial = chosen["partial"].astype(bool)
     complete = chosen[~partial].reset_index(drop=True)
@@ -335,3 +469,72 @@ def filter_board(
     if "rank" in columns:  # ties share a rank, counted within what is shown
         ranked.insert(0, "rank", complete["Gamut"].rank(method="min", ascending=False).astype(int))
     return ranked, chosen[partial][shown + ["key"]].reset_index(drop=True)
+
+
+def judges_of(board: pd.DataFrame, variant: str | None) -> list[str]:
+    """The judges with a run of ``variant`` on the board: the only ones worth offering."""
+    return sorted(board.loc[board["variant"] == variant, "judge"].unique())
+
+
+def describe_board(
+    board: pd.DataFrame,
+    types: list[str],
+    variant: str | None,
+    judge: str | None,
+    sizes: list[str],
+    ranked: pd.DataFrame,
+    partial: pd.DataFrame,
+) -> str:
+    """The line over the board: what it ranks, or why it ranks nothing (a blank table says nothing)."""
+    runs = f"{len(partial)} partial run{'s' * (len(partial) != 1)}"
+    partial_note = f" ({runs} below)" if len(partial) else ""
+    if len(ranked):
+        count = f"{len(ranked)} complete run{'s' * (len(ranked) != 1)}"
+        return (
+            f"{count} of the {variant} variant judged by {judge}, ranked by Gamut{partial_note}. "
+            "Click a model's name to browse its failures."
+        )
+    if board.empty:
+        return "No result yet: the board fills as result folders are added."
+    if not (board["variant"] == variant).any():
+        return f"No run of the {variant} variant yet: choose another variant."
+    if not ((board["variant"] == variant) & (board["judge"] == judge)).any():
+        return f"{judge} judged no {variant} run: choose another judge."
+    if not types:
+        return "No model type chosen: tick one under Filters."
+    if not sizes:
+        return "No size chosen: tick one under Filters."
+    if len(partial):
+        return f"No complete run of the {variant} variant judged by {judge} matches the filters{partial_note}."
+    return (
+        f"No run matches the filters: no {' or '.join(types)} model of {' or '.join(sizes)} "
+        f"has a {variant} run judged by {judge}."
+    )
+
+
+def one_decimal(value: object) -> str:
+    """A score as every table of GAMUT writes it: one decimal always, "n/a" where undefined, and
+    a value that rounds to zero written 0.0, never -0.0."""
+    number = pd.to_numeric(value, errors="coerce")
+    if pd.isna(number):
+        return "n/a"
+    text = f"{number:.1f}"
+    return "0.0" if text == "-0.0" else text
+
+
+def _size_text(value: object) -> str:
+    number = pd.to_numeric(value, errors="coerce")
+    return "unknown" if pd.isna(number) else f"{number:g}"
+
+
+def board_view(frame: pd.DataFrame) -> Styler:
+    """A board table as the browser shows it: scores with one decimal ("56.0", never "56") while
+    the cells keep their numbers (so a column sorts as numbers), and the model's name styled as
+    the one cell that opens the failure browser."""
+    scores = [c for c in SCORE_COLUMNS if c in frame.columns]
+    view = frame.style.format(one_decimal, subset=scores)
+    if "size (B)" in frame.columns:
+        view = view.format(_size_text, subset=["size (B)"])
+    if "model" in frame.columns and len(frame):
+        view = view.map(lambda _: "color: var(--link-text-color); cursor: pointer", subset=["model"])
+    return view

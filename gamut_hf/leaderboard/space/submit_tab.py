@@ -24,6 +24,7 @@ class SubmitTab:
     inputs: list[Any]  # upload, name, link, access, parameters, variant, partial
     send: Any
     status: Any
+    queue_note: Any  # above the queue: how many requests, or that there is none
     requests_table: Any
     requests_refresh: Any
 
@@ -47,10 +48,16 @@ def layout(ui: SpaceUI, tab: Any) -> None:
     partial = gr.Checkbox(label="Partial submission (not every question answered)", elem_id="partial")
     send = gr.Button("Submit", variant="primary", elem_id="send")
     status = gr.Textbox(label="Result", interactive=False, lines=4, elem_id="submit-status")
-    requests_table = gr.Dataframe(interactive=False, elem_id="requests-table", label="Queue")
+    queue_note = gr.Markdown("**Queue**", elem_id="queue-note")
+    requests_table = gr.Dataframe(interactive=False, elem_id="requests-table", label="Queue", visible=False)
     requests_refresh = gr.Button("Refresh queue", size="sm", elem_id="requests-refresh")
     ui.submit = SubmitTab(
-        [upload, name, link, access, parameters, variant, partial], send, status, requests_table, requests_refresh
+        [upload, name, link, access, parameters, variant, partial],
+        send,
+        status,
+        queue_note,
+        requests_table,
+        requests_refresh,
     )
 
 
@@ -143,7 +150,20 @@ def wire(ui: SpaceUI) -> None:
         def submit(path, name_, link_, access_, parameters_, variant_, partial_):
             return submit_as(LOCAL_USER, path, name_, link_, access_, parameters_, variant_, partial_)
 
+    def describe_queue(rows: pd.DataFrame):
+        """The line above the queue, and the table hidden while it has no request."""
+        if rows is None or rows.empty:
+            return "**Queue**: no submission yet.", gr.Dataframe(visible=False)
+        return f"**Queue**: {len(rows)} request{'s' * (len(rows) != 1)}, newest first.", gr.Dataframe(visible=True)
+
+    described = [submit_tab.queue_note, submit_tab.requests_table]
     outputs = [submit_tab.status, submit_tab.requests_table]
-    submit_tab.send.click(submit, submit_tab.inputs, outputs, api_name="submit")
-    submit_tab.requests_refresh.click(queue_table, None, submit_tab.requests_table, api_name="queue")
-    ui.app.load(queue_table, None, submit_tab.requests_table, api_name=False)
+    submit_tab.send.click(submit, submit_tab.inputs, outputs, api_name="submit").then(
+        describe_queue, submit_tab.requests_table, described, api_name=False
+    )
+    submit_tab.requests_refresh.click(queue_table, None, submit_tab.requests_table, api_name="queue").then(
+        describe_queue, submit_tab.requests_table, described, api_name=False
+    )
+    ui.app.load(queue_table, None, submit_tab.requests_table, api_name=False).then(
+        describe_queue, submit_tab.requests_table, described, api_name=False
+    )
