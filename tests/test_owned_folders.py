@@ -153,6 +153,11 @@ def test_synthetic_and_simulate_never_write_into_a_folder_of_anothers(tmp_path):
         simulate_runs(mine, params, PAPER_TABLE1[:1])
     assert files(mine) == {"questions.jsonl": b'{"id": "hand-made"}\n'}
     (folder,) = simulate_runs(tmp_path / "runs", params, PAPER_TABLE1[:1])
-    assert sorted(p.name for p in folder.iterdir()) == ["details.parquet", "responses.parquet", "results.json"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "details.parquet",
+        "model.json",
+        "responses.parquet",
+        "results.json",
+    ]
     (folder,) = simulate_runs(tmp_path / "runs", params, PAPER_TABLE1[:1])  # a rerun replaces its own
     assert (tmp_path / "runs" / ".gamut-manifest.json").is_file()

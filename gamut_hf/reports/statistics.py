@@ -23,10 +23,9 @@ from scipy import stats
 
 from gamut_hf.core.rubric import KIND_ITEM_TYPE, TIERS, VERDICTS
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, ScoreParams, verdict_ratio
+from gamut_hf.reports.defaults import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 CONFIDENCE = 0.95
-DEFAULT_RESAMPLES = 2000
-DEFAULT_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,37 @@ class Interval:
         if math.isnan(self.value):
             return "n/a"
         if math.isnan(self.low):
-            return f"{self.value:.1f}"
-        return f"{self.value:.1f} [{self.low:.1f}, {self.high:.1f}]"
+            return shown_number(self.value)
+        return f"{shown_number(self.value)} [{shown_number(self.low)}, {shown_number(self.high)}]"
+
+    def signed(self) -> str:
+        """As :meth:`__str__`, the value with its sign (a difference)."""
+        if math.isnan(self.value) or math.isnan(self.low):
+            return shown_number(self.value, signed=True)
+        return f"{shown_number(self.value, signed=True)} [{shown_number(self.low)}, {shown_number(self.high)}]"
+
+
+def shown_number(value: float | None, digits: int = 1, signed: bool = False) -> str:
+    """A number as the reports write it: ``digits`` decimals always (a column reads evenly), "n/a"
+    where undefined, and a value that rounds to zero written 0.0, never -0.0 (or +0.0)."""
+    if value is None or math.isnan(value):
+        return "n/a"
+    text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+    return f"{0:.{digits}f}" if float(text) == 0 else text
+
+
+def shown_p_value(p_value: float | None, smallest: float = 0.001) -> str:
+    """A p-value for a table cell: three decimals, or "<smallest" below what can be told apart (a
+    bootstrap's 1/resamples: no resample on the far side of zero)."""
+    if p_value is None or math.isnan(p_value):
+        return "n/a"
+    return f"<{smallest:.2g}" if p_value < smallest else f"{p_value:.3f}"
+
+
+def p_clause(p_value: float | None, smallest: float = 0.001) -> str:
+    """A p-value in a sentence: "p=0.004", "p<0.0005"."""
+    shown = shown_p_value(p_value, smallest)
+    return f"p{shown}" if shown.startswith("<") else f"p={shown}"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Runs come from the real CLI: candidates and judges behind a scripted OpenAI-compatible
 scripted_endpoint on 127.0.0.1 (hosted APIs are the boundary we fake), plus a real SmolLM2 judge on
-the CPU; the validation runs are the paper's 14 models simulated at full size.
+the CPU. The validation at the paper's scale, and the report as pages and figures, are in
+test_paper_report.py.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from scripted_api import api_run, slug
 from gamut_hf.core.rubric import VERDICTS
 from gamut_hf.core.scorer import score_question
 from gamut_hf.dataset.loader import iter_questions, load_gamut
-from gamut_hf.reports.simulate import PAPER_TABLE1
 from gamut_hf.reports.statistics import (
     Bootstrap,
     model_family,
@@ -91,7 +91,7 @@ def test_a_report_on_real_runs_has_every_section_and_agrees_with_the_runs(gamut,
             rows = read_csv(out / "tables" / f"leaderboard-{slug(variant)}-{judge}.csv")
             assert [float(r["gamut"]) for r in rows] == sorted((float(r["gamut"]) for r in rows), reverse=True)
             for row in rows:
-                results = json.loads((Path(row["run"]) / "results.json").read_text())
+                results = json.loads((root / row["run"] / "results.json").read_text())  # named from root
                 assert float(row["gamut"]) == pytest.approx(results["score"]["gamut"], abs=1e-9)
                 assert float(row["gamut_low"]) <= float(row["gamut"]) <= float(row["gamut_high"])
                 assert float(row["meets"]) == pytest.approx(100 * results["score"]["verdict_shares"]["meets"])
@@ -130,7 +130,7 @@ def test_a_report_on_real_runs_has_every_section_and_agrees_with_the_runs(gamut,
     assert HOSTILE not in page and html_escaped(HOSTILE) in page
     assert HOSTILE not in markdown
     assert re.findall(r"<img [^>]*src='([^']*)'", page) and all(
-        src.startswith("data:image/png;base64,") for src in re.findall(r"<img [^>]*src='([^']*)'", page)
+        src.startswith("data:image/svg+xml;base64,") for src in re.findall(r"<img [^>]*src='([^']*)'", page)
     )
     assert "http://" not in page and "https://" not in page
     for png in (out / "figures").glob("*.png"):
@@ -249,39 +249,6 @@ def test_agreement_statistics():
         model_family(n)
         for n in ("Qwen/Qwen3-VL-8B-Instruct", "GPT-5.4", "o3", "claude-opus-4-8", "Llama 4 Scout", "smollm2-135m")
     ] == ["qwen", "gpt", "gpt", "claude", "llama", "smollm"]
-
-
-# -- validation at the paper's scale -------------------------------------------------------
-
-
-def test_simulated_paper_runs_give_back_the_papers_shares_order_and_lenient_judge(gamut, tmp_path):
-    runs, out = tmp_path / "sim", tmp_path / "report"
-    assert gamut("simulate", runs).code == 0
-    done = gamut("report", runs, "--out", out)
-    assert done.code == 0, done.err
-
-    rows = read_csv(out / "tables" / "leaderboard-multimodal-gemini-3-1-pro.csv")
-    assert [r["model"] for r in rows] == [p.model for p in PAPER_TABLE1]
-    worst = 0.0
-    for row, paper in zip(rows, PAPER_TABLE1, strict=False):
-        assert int(row["questions"]) == 1813
-        for verdict in VERDICTS:
-            standard_error = (float(row[f"{verdict}_high"]) - float(row[f"{verdict}_low"])) / (2 * 1.96)
-            worst = max(worst, abs(float(row[verdict]) - getattr(paper, verdict)) / standard_error)
-    assert worst < 4, f"a verdict share is {worst:.1f} standard errors from the paper's"
-
-    judges = read_csv(out / "tables" / "judges-multimodal-gemini-3-1-pro-vs-qwen3-vl-235b.csv")
-    assert len(judges) == 14 and all(float(r["difference"]) > 0 for r in judges)
-    leniency = {r["judge"]: float(r["mean offset"]) for r in read_csv(out / "tables" / "judge-leniency.csv")}
-    assert leniency["Qwen3-VL 235B"] > 1 and leniency["Gemini 3.1 Pro"] < -1
-    markdown = (out / "report.md").read_text()
-    assert (
-        "Mean offset: Qwen3-VL 235B scores" in markdown
-        and "higher on 14 of 14 models: uniformly more lenient" in markdown
-    )
-    tau = float(re.search(r"Rank agreement over 14 models: Kendall tau ([0-9.]+)", markdown).group(1))
-    assert tau >= 0.9
-    assert "missing exceeds contradicts for 14 of 14 models" in markdown
 
 
 def test_a_report_writes_beside_a_users_files_and_a_rerun_removes_only_its_own_stale_outputs(gamut, tmp_path):

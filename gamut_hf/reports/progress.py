@@ -1,0 +1,19 @@
+"""Progress of the reports' long commands (`gamut simulate`, `gamut report`), on standard error as
+`gamut run` shows its own; off for library callers such as the Space, which build reports unseen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+Item = TypeVar("Item")
+
+
+def steps(items: Sequence[Item], what: str, unit: str, shown: bool) -> Iterable[Item]:
+    """``items``, with a progress bar (``what``, counted in ``unit``) while they are worked through
+    when ``shown``; the bar is cleared when done, so the command's own summary stands alone."""
+    if not shown:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=what, unit=unit, dynamic_ncols=True, leave=False)
