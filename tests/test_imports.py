@@ -11,7 +11,7 @@ CORE = [
     "gamut_hf.files",
     "gamut_hf.cli",
 ]
-HEAVY = ["datasets", "torch", "gradio", "transformers", "vllm", "pyarrow", "PIL", "huggingface_hub"]
+HEAVY = ["datasets", "torch", "gradio", "transformers", "vllm", "pyarrow", "PIL", "huggingface_hub", "inspect_ai"]
 
 
 def test_core_modules_import_no_heavy_stack():

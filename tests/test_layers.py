@@ -23,7 +23,9 @@ ALLOWED: dict[str, set[str]] = {
     "reports": {"core", "backends", "dataset", "evaluation"},
     "leaderboard": {"core", "backends", "dataset", "evaluation", "reports"},
     "authoring": {"core", "backends", "dataset"},
-    "cli": {"core", "backends", "dataset", "evaluation", "reports", "leaderboard", "authoring"},
+    "cli": {"core", "backends", "dataset", "evaluation", "reports", "leaderboard", "authoring", "integrations"},
+    # gamut_hf.integrations: GAMUT inside other harnesses (the inspect_ai task, its logs -> run folders).
+    "integrations": {"core", "backends", "dataset", "evaluation", "reports"},
     # gamut_hf.api: the notebook functions over dataset rows and run folders.
     "api": {"core", "backends", "dataset", "evaluation"},
 }
