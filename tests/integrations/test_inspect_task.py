@@ -218,3 +218,30 @@ def test_import_inspect_refuses_what_is_not_a_gamut_log_in_one_line(tmp_path):
     assert done.err.count("\n") == 1 and "notes.eval: not an inspect log" in done.err
     missing = run_gamut("import-inspect", tmp_path / "absent.eval", "--out", tmp_path / "run")
     assert missing.code == 2 and "absent.eval: no such inspect log" in missing.err
+
+
+def test_an_eval_retry_log_completes_the_imported_run(endpoint, tmp_path):
+    from gamut_hf.dataset.loader import iter_questions, load_gamut
+
+    second = list(iter_questions(load_gamut("gamut-sample", "text_only"), "text_only"))[1]
+    server = FakeEndpoint(responder=scripted)
+    server.faults[second.prompt("text_only")] = ["400", "ok"]  # fails in the eval, answers in its retry
+    try:
+        _, first_log = inspect_eval(server.url, tmp_path / "logs", "limit=2")
+        env = {**os.environ, "FAKE_API_KEY": "EMPTY", "OMP_NUM_THREADS": "1"}
+        retried = subprocess.run(
+            [INSPECT, "eval-retry", str(first_log), "--log-dir", str(tmp_path / "retry"), "--display", "plain"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert retried.returncode == 0, retried.stderr[-2000:]
+        (retry_log,) = (tmp_path / "retry").glob("*.eval")
+
+        alone = run_gamut("import-inspect", first_log, "--out", tmp_path / "first")
+        assert alone.code == 0 and results(tmp_path / "first")["score"]["gamut"] is None
+        both = run_gamut("import-inspect", first_log, retry_log, "--out", tmp_path / "both")
+        assert both.code == 0, both.err
+        direct = api_run(run_gamut, tmp_path / "direct", endpoint.url, "good-model", "strict-judge", "text_only", 2)
+        assert details(tmp_path / "both") == details(direct)
+        assert results(tmp_path / "both")["score"] == results(direct)["score"]
+    finally:
+        server.stop()
