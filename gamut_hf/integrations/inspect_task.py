@@ -48,6 +48,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import JSONSchema
+from pydantic import ValidationError
 
 from gamut_hf.backends.base import ChatRequest, Choice, JsonSchema
 from gamut_hf.backends.options import STRUCTURED_MODES
@@ -55,6 +56,7 @@ from gamut_hf.backends.reasoning import split_text
 from gamut_hf.core.names import VARIANTS
 from gamut_hf.core.rubric import TIERS, VERDICTS, Check, parse_checks
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, OUTCOMES, score_question
+from gamut_hf.errors import GamutError, first_problem
 from gamut_hf.evaluation.judge import (
     JUDGE_PROMPT_VERSION,
     generate_request,
@@ -62,12 +64,11 @@ from gamut_hf.evaluation.judge import (
     judge_request,
     parse_verdict,
 )
+from gamut_hf.files import InputError
 
 # The scorer's name in the log (and the key import-inspect reads its verdicts from).
 SCORER_NAME = "gamut_grader"
 GRADER_ROLE = "grader"
-# A Choice sent as the JSON object {"verdict": ...} needs room for the braces (as the openai backend).
-CHOICE_JSON_MIN_TOKENS = 32
 
 
 # -- the dataset ---------------------------------------------------------------------------------
@@ -114,16 +115,23 @@ def gamut_samples(
     from gamut_hf.evaluation.source import QuestionSource
 
     if variant not in VARIANTS:
-        raise PrerequisiteError(f"variant: expected one of {', '.join(VARIANTS)}, got {variant!r}")
-    config = RunConfig(
-        dataset=dataset,
-        revision=revision,
-        variant=variant,
-        limit=limit,
-        question_ids=_question_ids(question_ids),
-        images=images,
-    )
-    source = QuestionSource(config)
+        raise PrerequisiteError(f"gamut_hf/gamut: -T variant: expected one of {', '.join(VARIANTS)}, got {variant!r}")
+    try:
+        config = RunConfig(
+            dataset=dataset,
+            revision=revision,
+            variant=variant,
+            limit=limit,
+            question_ids=_question_ids(question_ids),
+            images=images,
+        )
+    except ValidationError as error:
+        where, message = first_problem(error)
+        raise PrerequisiteError(f"gamut_hf/gamut: -T {where}: {message}") from None
+    try:
+        source = QuestionSource(config)
+    except (GamutError, InputError) as error:  # the user's to fix: one line, as inspect shows its own
+        raise PrerequisiteError(f"gamut_hf/gamut: {error}") from None
     samples = []
     for question in source.questions:
         # max_tokens is the task's GenerateConfig, not the request's.
@@ -179,9 +187,12 @@ def gamut(
         grader_fallback: let the model under test grade when no ``grader`` role is given.
     """
     if structured not in STRUCTURED_MODES:
-        raise PrerequisiteError(f"structured: expected one of {', '.join(STRUCTURED_MODES)}, got {structured!r}")
+        modes = ", ".join(STRUCTURED_MODES)
+        raise PrerequisiteError(f"gamut_hf/gamut: -T structured: expected one of {modes}, got {structured!r}")
     if judge_retries < 0:
-        raise PrerequisiteError(f"judge_retries: expected a whole number of at least 0, got {judge_retries}")
+        raise PrerequisiteError(
+            f"gamut_hf/gamut: -T judge_retries: expected a whole number of at least 0, got {judge_retries}"
+        )
     samples = gamut_samples(dataset, variant, revision=revision, limit=limit, question_ids=question_ids, images=images)
     return Task(
         dataset=MemoryDataset(samples, name=dataset),
@@ -328,7 +339,7 @@ def grader_config(request: ChatRequest, constraint: Choice | JsonSchema, structu
         extra["extra_body"] = {"structured_outputs": rule}
     elif structured == "json_schema":
         if isinstance(constraint, Choice):
-            from gamut_hf.backends.openai_backend import choice_schema
+            from gamut_hf.backends.openai_backend import CHOICE_JSON_MIN_TOKENS, choice_schema
 
             constraint = JsonSchema(choice_schema(constraint.options), name="verdict")
             max_tokens = max(max_tokens, CHOICE_JSON_MIN_TOKENS)

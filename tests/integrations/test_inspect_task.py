@@ -245,3 +245,18 @@ def test_an_eval_retry_log_completes_the_imported_run(endpoint, tmp_path):
         assert results(tmp_path / "both")["score"] == results(direct)["score"]
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("task_arg", "said"),
+    [
+        ("dataset=/nonexistent/gamut", "gamut_hf/gamut: /nonexistent/gamut: no such folder"),
+        ("limit=0", "gamut_hf/gamut: -T limit: Input should be greater than or equal to 1"),
+        ("variant=audio", "gamut_hf/gamut: -T variant: expected one of multimodal, text_only, got 'audio'"),
+    ],
+)
+def test_a_bad_task_option_is_refused_in_one_line(endpoint, tmp_path, task_arg, said):
+    done, log = inspect_eval(endpoint.url, tmp_path / "logs", task_arg)
+    shown = " ".join((done.stdout + done.stderr).split())  # inspect wraps long lines
+    assert said in shown, shown[-2000:]
+    assert "Traceback" not in shown and log is None
