@@ -11,7 +11,7 @@ import datetime
 from pathlib import Path
 
 from gamut_hf.atomic import write_text
-from gamut_hf.evaluation.audit import MEASURED_FOLDER, MeasuredAudit, load_audit_results
+from gamut_hf.evaluation.audit import AUDIT_FILE, MEASURED_FOLDER, MeasuredAudit, load_audit_results
 
 
 def main() -> None:
@@ -25,6 +25,9 @@ def main() -> None:
     audit = load_audit_results(args.audit_dir)
     if audit is None:
         raise SystemExit(f"{args.audit_dir}: no audit.json")
+    if Path(audit.labels).resolve() != AUDIT_FILE:
+        raise SystemExit(f"{args.audit_dir}: measured on {audit.labels}; only audits of the built-in gold are shipped")
+    audit = audit.model_copy(update={"labels": "gamut_hf/data/judge-audit/audit.jsonl"})  # no path of this machine
     measured = MeasuredAudit(command=args.command, machine=args.machine, date=args.date, audit=audit)
     path = Path(MEASURED_FOLDER) / f"{args.name}.json"
     write_text(path, measured.model_dump_json(indent=1) + "\n")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gamut_hf import atomic
-from gamut_hf.evaluation.audit import FoundAudit, find_audits
+from gamut_hf.evaluation.audit import FoundAudit, find_audits, judge_warning, measured_audits
 from gamut_hf.files import InputError
 from gamut_hf.reports import statistics as analysis
 from gamut_hf.reports.figures import FIGURE_FORMATS
@@ -76,6 +76,9 @@ def build_report(
     runs = [load_run(folder) for folder in steps(folders, "reading runs", "run", progress)]
     if audits is None:
         audits = find_audits(list(dict.fromkeys(Path(folder).resolve().parent for folder in folders)))
+        # Then the audits shipped with the package, for judges no audit beside the runs measures.
+        local = {audit.judge_key for audit in audits}
+        audits = [*audits, *(audit for audit in measured_audits() if audit.judge_key not in local)]
     label_runs(runs)
     repeated = repeated_runs(runs)
     if repeated:
@@ -106,7 +109,21 @@ def build_report(
     ]
     for key, build in steps(builders, "building sections", "section", progress):
         sections[key] = build()
+    sections["leaderboard"].blocks[1:1] = judge_warnings(scored, audits)
     return _report(sections, runs)
+
+
+def judge_warnings(runs: Sequence[Run], audits: Sequence[FoundAudit]) -> list[str]:
+    """A plain warning, above the boards, for each judge of these runs whose audit shows its
+    verdicts close to chance: its scores are read with that in mind, or not at all."""
+    judges = {run.judge_key: run.judge for run in runs}
+    warned: dict[str, str] = {}  # judge -> its warning (the first audit of a judge speaks for it)
+    for audit in audits:
+        if audit.results is not None and audit.judge_key in judges:
+            warning = judge_warning(audit.results)
+            if warning:
+                warned.setdefault(judges[audit.judge_key], warning)
+    return [f"**Warning: {judge}**: {warning} (see Judge audit)." for judge, warning in warned.items()]
 
 
 def _report(sections: dict[str, Section], runs: list[Run]) -> Report:

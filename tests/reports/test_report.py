@@ -164,9 +164,15 @@ def test_a_real_model_judge_joins_the_report(gamut, real_runs, tmp_path):
     shutil.copytree(strict_run, real)
     done = gamut("judge", "--out", real, "--judge", "smollm2-135m", "--judge-backend", "transformers", "--limit", "2")
     assert done.code == 0, done.err
+    # Issue 24.15: the judge's audit, shipped with the package, beside its score, and a plain warning.
+    assert "judge audit (shipped with gamut-hf, measured with `gamut judge-audit" in done.out
+    assert "warning: this judge's verdicts agree with known right verdicts barely above chance" in done.out
     done = gamut("report", real, strict_run, "--out", tmp_path / "report", "--resamples", "1000")
     assert done.code == 0, done.err
     markdown = (tmp_path / "report" / "report.md").read_text()
+    leaderboard = markdown.split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
+    assert "**Warning: smollm2-135m**: this judge's verdicts agree with known right verdicts barely" in leaderboard
+    assert "shipped (" in markdown.split("## Judge audit", 1)[1].split("\n## ", 1)[0]
     assert "## Judge robustness" in markdown and "judge smollm2-135m" in markdown
     # The real judge graded 2 questions, the scripted one 10: the comparison says so.
     assert "over different questions (2 and 10)" in markdown
