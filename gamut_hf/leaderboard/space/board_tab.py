@@ -194,7 +194,9 @@ def wire(ui: SpaceUI) -> None:
         return shown(ui, board_of(ui, types_, variant_, judge_, sizes_, columns_))
 
     for control in board.inputs:
-        control.input(show_board, board.inputs, board.outputs, api_name=False)
+        # "always_last": a tick made while the board is redrawn is shown after it, never dropped
+        # (gradio's default drops it, and the board would show a choice no longer made).
+        control.input(show_board, board.inputs, board.outputs, api_name=False, trigger_mode="always_last")
 
     def refresh_board(types_, variant_, judge_, sizes_, columns_):
         data.refresh()
@@ -260,4 +262,5 @@ def wire(ui: SpaceUI) -> None:
 
     for frame, keys in ((board.table, board.shown_keys), (board.partial_table, board.partial_keys)):
         inputs = [keys, frame, failures.question_id, *failures.filters.values()]
-        frame.select(open_failures, inputs, opened, api_name=False)
+        # A click on a name right after one on a number (selecting it) is still followed.
+        frame.select(open_failures, inputs, opened, api_name=False, trigger_mode="always_last")

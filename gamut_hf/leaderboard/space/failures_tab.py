@@ -148,7 +148,9 @@ def wire(ui: SpaceUI) -> None:
     failures = ui.failures
     listing = [failures.models, failures.question_id, *failures.filters.values()]
     for control in failures.inputs:
-        control.input(failures.open_listed, listing, failures.listed_and_shown, api_name=False)
+        control.input(  # the last choice is always shown (see board_tab)
+            failures.open_listed, listing, failures.listed_and_shown, api_name=False, trigger_mode="always_last"
+        )
     ui.app.load(failures.open_listed, listing, failures.listed_and_shown, api_name=False)
 
     def pick_question(frame: pd.DataFrame, event: gr.SelectData):
@@ -158,9 +160,9 @@ def wire(ui: SpaceUI) -> None:
     # .select), so no update can set off another (a Dropdown updated from the server re-fires .change).
     shown = [failures.question_id, failures.models]
     failures.question_id.submit(failures.show_question, shown, failures.question_view, api_name=False)
-    failures.questions.select(pick_question, [failures.questions], [failures.question_id], api_name=False).then(
-        failures.show_question, shown, failures.question_view, api_name=False
-    )
+    failures.questions.select(
+        pick_question, [failures.questions], [failures.question_id], api_name=False, trigger_mode="always_last"
+    ).then(failures.show_question, shown, failures.question_view, api_name=False)
     # The question list and one question as named endpoints, for scripted clients (and the tests):
     # plain values, where the page's events send updates (a table hidden while empty).
     api_questions = gr.Button(visible=False)
