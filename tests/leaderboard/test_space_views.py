@@ -161,3 +161,32 @@ def test_scores_keep_one_decimal_and_the_variant_is_no_column(simulated, tmp_pat
     gamut, ac = (f"col{list(ranked.columns).index(name)}" for name in ("Gamut", "AC"))
     assert cells[0][gamut] == "56.0" and cells[1][ac] == "0.0"
     assert all(len(row[gamut].split(".")[1]) == 1 for row in cells)
+
+
+def test_only_a_models_name_opens_its_failures(simulated, tmp_path):
+    """Issue 24 item 4: a click on any cell (a number being selected or copied) jumped to the failure
+    browser. The board's own click handler, as gradio calls it with the clicked cell."""
+    import gradio as gr
+    import pandas as pd
+
+    from gamut_hf.leaderboard.space import build_app
+
+    config = SpaceConfig(results=simulated, requests=tmp_path / "requests", dataset=None, login=False, resamples=20)
+    app = build_app(config)
+    [handler] = [
+        f
+        for f in app.fns.values()
+        if getattr(f.fn, "__name__", "") == "open_failures" and f.inputs[1].elem_id == "leaderboard-table"
+    ]
+    keys, shown = handler.inputs[0].value, handler.inputs[1].value
+    board = pd.DataFrame(shown["data"], columns=shown["headers"])
+
+    def click(row: int, column: str):
+        cell = gr.SelectData(None, {"index": [row, list(board.columns).index(column)], "value": None})
+        return handler.fn(keys, board, "", "any", "any", "any", "any", event=cell)
+
+    for column in ("rank", "Gamut", "Gamut 95% CI", "% missing"):
+        assert all(update == gr.skip() for update in click(0, column)), column
+    tabs, models, *_ = click(1, "model")
+    assert tabs.selected == "failures" and models.value == [keys[1]]
+    assert board.loc[1, "model"] == "Gemini 3 Flash" and keys[1] == "gemini-3-flash__gemini-3-1-pro__multimodal"
