@@ -262,5 +262,7 @@ def wire(ui: SpaceUI) -> None:
 
     for frame, keys in ((board.table, board.shown_keys), (board.partial_table, board.partial_keys)):
         inputs = [keys, frame, failures.question_id, *failures.filters.values()]
-        # A click on a name right after one on a number (selecting it) is still followed.
-        frame.select(open_failures, inputs, opened, api_name=False, trigger_mode="always_last")
+        # "multiple": every click is answered in turn, with the cell it was on (a click on a name
+        # right after one on a number still opens the failures; "always_last" would answer it
+        # with the earlier click's cell).
+        frame.select(open_failures, inputs, opened, api_name=False, trigger_mode="multiple")

@@ -161,7 +161,7 @@ def wire(ui: SpaceUI) -> None:
     shown = [failures.question_id, failures.models]
     failures.question_id.submit(failures.show_question, shown, failures.question_view, api_name=False)
     failures.questions.select(
-        pick_question, [failures.questions], [failures.question_id], api_name=False, trigger_mode="always_last"
+        pick_question, [failures.questions], [failures.question_id], api_name=False, trigger_mode="multiple"
     ).then(failures.show_question, shown, failures.question_view, api_name=False)
     # The question list and one question as named endpoints, for scripted clients (and the tests):
     # plain values, where the page's events send updates (a table hidden while empty).
