@@ -44,10 +44,22 @@ for _group in (rubrics, dataset, evaluation, reports, leaderboard, authoring, in
         cli.add_command(_command)
 
 
+def _end_progress_bars() -> None:
+    """Close the progress bars a failing command left open, so its one-line error starts a line of
+    its own (a bar stays open while the exception that stopped its loop is handled)."""
+    progress = sys.modules.get("tqdm.std")
+    if progress is not None:
+        for bar in list(getattr(progress.tqdm, "_instances", ())):
+            bar.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: one line and exit 2 on bad input, never a traceback."""
     try:
-        outcome = cli.main(args=argv, prog_name="gamut", standalone_mode=False)
+        try:
+            outcome = cli.main(args=argv, prog_name="gamut", standalone_mode=False)
+        finally:
+            _end_progress_bars()
         return outcome if isinstance(outcome, int) else 0
     except click.exceptions.Exit as done:
         return done.exit_code

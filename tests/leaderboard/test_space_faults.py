@@ -269,5 +269,7 @@ def test_a_results_json_with_a_key_twice_is_refused_naming_it(made, tmp_path, ca
     (run / "results.json").write_text(written.replace('"variant"', '"variant": "text_only",\n  "variant"', 1))
     code, err = gamut(capsys, "report", run, "--out", tmp_path / "report")
     line = written[: written.index('"variant"')].count("\n") + 1
-    assert (code, err) == (2, [f"gamut: {run / 'results.json'}: duplicate key 'variant' at line {line + 1} column 3"])
+    # The refusal is the last line (after the report's progress on stderr) and the only error line.
+    assert code == 2 and [e for e in err if e.startswith("gamut:")] == err[-1:]
+    assert err[-1] == f"gamut: {run / 'results.json'}: duplicate key 'variant' at line {line + 1} column 3"
     assert not (tmp_path / "report").exists()
