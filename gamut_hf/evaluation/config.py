@@ -43,6 +43,10 @@ class ModelSpec(BaseModel):
         return load_backend(self.backend, self.name, **self.options)
 
 
+# The candidate's answer length cap unless given (the leaderboard's too: the Submit tab says it).
+DEFAULT_MAX_TOKENS = 1024
+
+
 class RunConfig(BaseModel):
     """Everything a run needs; the defaults are the embedded default run."""
 
@@ -57,7 +61,7 @@ class RunConfig(BaseModel):
     question_ids: tuple[str, ...] = ()
     images: str | None = Field(None, description="where referenced images are: crag-mm, crag-mm=PATH or a folder")
     shard: tuple[int, int] | None = Field(None, description="(i, n): questions whose position is i mod n")
-    max_tokens: int = Field(1024, ge=1, description="candidate answer length cap")
+    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, description="candidate answer length cap")
     rationale: bool = Field(False, description="judge writes a short rationale before its verdict")
     judge_retries: int = Field(2, ge=0, description="extra attempts for an unreadable verdict")
     batch_size: int | None = Field(None, ge=1, description="requests per backend call and per commit")

@@ -257,6 +257,26 @@ def test_bad_and_hostile_uploads_are_refused_with_nothing_stored(space, tmp_path
     assert (sorted(config.requests.glob("*")) if config.requests.exists() else []) == before
 
 
+def test_a_size_of_zero_is_refused_and_an_empty_one_is_unknown(space, tmp_path):
+    """Issue 24.14: "Parameters (billions)" defaulted to 0, and 0 was accepted."""
+    from gradio_client import handle_file
+
+    client, config = space
+    ids = sample_ids()
+    upload = write_jsonl(tmp_path / "one.jsonl", [{"question_id": ids[0], "response": "x"}])
+    status, _ = client.predict(
+        handle_file(str(upload)), "acme/zero", "", "open", "0", "text_only", True, api_name="/submit"
+    )
+    assert status.startswith("Refused:") and "parameters_billions: Input should be greater than 0" in status
+    status, _ = client.predict(
+        handle_file(str(upload)), "acme/unknown-size", "", "open", "", "text_only", True, api_name="/submit"
+    )
+    assert status.startswith("Accepted: acme/unknown-size"), status
+    records = [json.loads(path.read_text()) for path in config.requests.glob("*.json")]
+    [record] = [r for r in records if r["model"]["name"] == "acme/unknown-size"]
+    assert record["model"]["parameters_billions"] is None
+
+
 def test_a_lone_surrogate_in_a_response_is_refused_naming_its_question(space, tmp_path):
     """Issue 23.16: `"\\ud800"` passed validation, then storing it raised UnicodeEncodeError and the
     submitter saw gradio's generic error."""

@@ -199,7 +199,7 @@ def test_in_a_space_submissions_need_a_signed_in_user(browser, tmp_path, monkeyp
     try:
         upload = write_jsonl(tmp_path / "r.jsonl", [{"question_id": q, "response": "an answer"} for q in sample_ids()])
         status, _ = Client(url, verbose=False).predict(
-            handle_file(str(upload)), "acme/signed", "", "open", 0, "text_only", False, api_name="/submit"
+            handle_file(str(upload)), "acme/signed", "", "open", "", "text_only", False, api_name="/submit"
         )
         assert status == "Refused: sign in with Hugging Face first."
 

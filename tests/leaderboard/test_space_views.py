@@ -190,3 +190,28 @@ def test_only_a_models_name_opens_its_failures(simulated, tmp_path):
     tabs, models, *_ = click(1, "model")
     assert tabs.selected == "failures" and models.value == [keys[1]]
     assert board.loc[1, "model"] == "Gemini 3 Flash" and keys[1] == "gemini-3-flash__gemini-3-1-pro__multimodal"
+
+
+def test_a_judge_close_to_chance_is_named_beside_its_scores(simulated, tmp_path):
+    """Issue 24.15: the board of a judge whose audit shows it close to chance (the default SmolLM2
+    judge, whose audit ships with the package) warns beside the scores; another judge's does not."""
+    from types import SimpleNamespace
+
+    from gamut_hf.leaderboard.space.board_tab import board_of
+
+    results = tmp_path / "results"
+    run = copy_run(simulated, results, "dataset")
+    synthetic(results / "dataset")
+    recorded = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    recorded["judge"] = {"backend": "transformers", "model": "smollm2-135m", "choice_rule": "first_token"}
+    (run / "results.json").write_text(json.dumps(recorded, indent=2), encoding="utf-8")
+    copy_run(simulated, results, "dataset", "gpt-4o__qwen3-vl-235b__multimodal")
+    data = space(results, tmp_path)
+    ui = SimpleNamespace(data=data)  # board_of reads the data alone
+    types, sizes = list(MODEL_TYPES), list(SIZE_BUCKETS)
+    warned = board_of(ui, types, "multimodal", "smollm2-135m", sizes, DEFAULT_COLUMNS)
+    assert "Warning: this judge's verdicts agree with known right verdicts barely above chance" in warned.caption
+    assert "audit kappa 0.016" in warned.caption
+    assert "shipped (smollm2-135m-transformers)" in data.audit_note("smollm2-135m")
+    other = board_of(ui, types, "multimodal", "Qwen3-VL 235B", sizes, DEFAULT_COLUMNS)
+    assert len(other.ranked) == 1 and "Warning" not in other.caption

@@ -87,6 +87,9 @@ def board_of(ui: SpaceUI, types: list[str], variant: str, judge: str | None, siz
         judge = data.primary_judge(variant)
     ranked, partial = filter_board(data.board, types, variant, judge, sizes, ["model", *columns])
     caption = describe_board(data.board, types, variant, judge, sizes, ranked, partial)
+    warning = data.judge_warning(judge)
+    if warning and len(ranked):  # beside the scores it is about
+        caption = f"{caption} {warning}"
     return BoardView(ranked, partial, judge, judges, caption)
 
 

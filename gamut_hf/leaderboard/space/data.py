@@ -17,7 +17,7 @@ from gamut_hf.core.names import DEFAULT_VARIANT
 from gamut_hf.dataset.annotations import QUESTIONS_FILE
 from gamut_hf.dataset.hub import HubFolder, PushError
 from gamut_hf.errors import shown
-from gamut_hf.evaluation.audit import AUDIT_JSON, FoundAudit, find_audits
+from gamut_hf.evaluation.audit import AUDIT_JSON, FoundAudit, find_audits, judge_warning, measured_audits
 from gamut_hf.evaluation.run_folder import RESULTS_FILE
 from gamut_hf.files import InputError
 from gamut_hf.leaderboard.entries import (
@@ -277,6 +277,9 @@ class SpaceData:
             except PushError as error:  # the hub is down: show what is already here
                 print(f"gamut space: {error}; showing the local copy")
         self.audits = find_audits([self.config.results])  # a few small files: read on every look
+        # Then those shipped with the package, for judges no audit in the results folder measures.
+        local = {audit.judge_key for audit in self.audits}
+        self.audits += [audit for audit in measured_audits() if audit.judge_key not in local]
         candidates = self._candidates()
         seen = {}
         for key, path in candidates.items():
@@ -419,6 +422,15 @@ class SpaceData:
         return "**Not loaded** (fix or remove these result folders):\n" + "\n".join(
             f"- `{shown(key)}`: {why}" for key, why in sorted(problems.items())
         )
+
+    def judge_warning(self, judge: str | None) -> str | None:
+        """A plain warning where the audit of ``judge`` shows its verdicts close to chance."""
+        keys = {entry.run.judge_key for entry in self.entries if entry.run.judge == judge}
+        for audit in self.audits:
+            if audit.results is not None and audit.judge_key in keys:
+                warning = judge_warning(audit.results)
+                return f"Warning: {warning} (judge audit below the board)." if warning else None
+        return None
 
     def audit_note(self, judge: str | None) -> str:
         """The audit(s) of the judge whose board is shown, or how to make one."""

@@ -12,6 +12,7 @@ import pandas as pd
 
 from gamut_hf.core.names import MODEL_ACCESS, VARIANTS
 from gamut_hf.dataset.hub import PushError
+from gamut_hf.evaluation.config import DEFAULT_MAX_TOKENS
 from gamut_hf.leaderboard.space.data import LOCAL_USER
 from gamut_hf.leaderboard.submission import MAX_UPLOAD_BYTES, SubmissionError, parse_submission
 
@@ -34,7 +35,12 @@ def layout(ui: SpaceUI, tab: Any) -> None:
         f'Upload your model\'s responses as JSONL, one `{{"question_id": ..., "response": ...}}` '
         f"per line (at most {MAX_UPLOAD_BYTES // 2**20} MiB). A worker judges them with the "
         "leaderboard's judge; self-reported scores are not accepted. One submission waiting per "
-        "user, three a day."
+        "user, three a day.\n\n"
+        "**Generate with the leaderboard's prompt**: the question alone as the user's message (with "
+        "the photo for the multimodal variant; `text_question` for text_only), no system prompt, "
+        f"greedy, at most {DEFAULT_MAX_TOKENS:,} new tokens by default; only the answer, never a "
+        "reasoning trace. `gamut generate --out runs/mine --model M ...` does exactly that, and "
+        "`gamut submission runs/mine responses.jsonl` writes this file (and names the variant to choose)."
     )
     if ui.config.login:
         gr.LoginButton()
@@ -43,7 +49,10 @@ def layout(ui: SpaceUI, tab: Any) -> None:
         name = gr.Textbox(label="Model name", placeholder="org/model-name", elem_id="model-name")
         link = gr.Textbox(label="Link (https)", elem_id="model-link")
         access = gr.Radio(list(MODEL_ACCESS), value="open", label="Type", elem_id="model-access")
-        parameters = gr.Number(label="Parameters (billions)", value=None, elem_id="model-params")
+        # Text, not a Number: gradio sends an empty Number as 0, which is no model's size.
+        parameters = gr.Textbox(
+            label="Parameters (billions)", placeholder="e.g. 7; empty if unknown", elem_id="model-params"
+        )
         variant = gr.Radio(list(VARIANTS), value="multimodal", label="Variant", elem_id="model-variant")
     partial = gr.Checkbox(label="Partial submission (not every question answered)", elem_id="partial")
     send = gr.Button("Submit", variant="primary", elem_id="send")
@@ -111,12 +120,11 @@ def wire(ui: SpaceUI) -> None:
         if not ui.known_ids:
             return "Refused: this Space has no dataset to check submissions against.", queue_rows()
         stale = sync_queue()  # "already waiting" and "already on the board" are judged on the queue as it is now
-        # An empty Number field arrives as 0: "not given".
         card = {
             "name": name_,
             "link": link_ or None,
             "access": access_,
-            "parameters_billions": parameters_ or None,
+            "parameters_billions": str(parameters_).strip() or None if parameters_ is not None else None,
             "variant": variant_,
         }
         try:
