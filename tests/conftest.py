@@ -36,6 +36,12 @@ def run_gamut(*args: str, cwd: Path | None = None, env: dict | None = None, time
     return CliResult(done.returncode, done.stdout, done.stderr)
 
 
+def error_lines(err: str) -> list[str]:
+    """What a command said on stderr, less its progress bars (tqdm's lines, and the blank ones a
+    closed bar leaves): a refusal is then one line."""
+    return [line for line in err.splitlines() if line.strip() and "%|" not in line]
+
+
 @pytest.fixture
 def gamut():
     return run_gamut

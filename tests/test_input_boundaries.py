@@ -149,7 +149,7 @@ def test_a_fifo_is_refused_without_hanging(tmp_path):
 
 def test_a_fifo_in_place_of_a_run_folders_table_is_refused_without_hanging(tmp_path, scripted_endpoint):
     """Issue 23.6: `gamut report` read details.parquet without the input rules: a FIFO there hung it."""
-    from conftest import run_gamut
+    from conftest import error_lines, run_gamut
     from scripted_api import api_run
 
     run = api_run(run_gamut, tmp_path / "run", scripted_endpoint.url, "m", "j", "text_only", limit=1)
@@ -158,7 +158,7 @@ def test_a_fifo_in_place_of_a_run_folders_table_is_refused_without_hanging(tmp_p
     os.mkfifo(details)
     done = run_gamut("report", run, "--out", tmp_path / "report", timeout=60)
     assert done.code == 2
-    assert done.err.strip().splitlines() == [
+    assert error_lines(done.err) == [
         f"gamut: {details}: is not a regular file (a device, FIFO or socket cannot be read as input)"
     ]
 

@@ -232,6 +232,7 @@ def space(installed, scripted_endpoint):
 
     folder = installed.work / "space"
     results, requests = folder / "results", folder / "requests"
+    results.mkdir(parents=True)  # the maintainer's results folder: a missing one is refused at start
     port = free_port()
     log = (installed.root / "space.log").open("w")
     server = subprocess.Popen(

@@ -16,4 +16,5 @@ def steps(items: Sequence[Item], what: str, unit: str, shown: bool) -> Iterable[
         return items
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=what, unit=unit, dynamic_ncols=True, leave=False)
+    # Shown once a step has run a second: a refusal found at once (a bad run folder) stays one line.
+    return tqdm(items, desc=what, unit=unit, dynamic_ncols=True, leave=False, delay=1.0)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from conftest import error_lines
 from fake_endpoint import FakeEndpoint, user_text
 
 from gamut_hf.core.rubric import VERDICTS
@@ -488,7 +489,7 @@ def test_a_write_killed_between_the_tables_and_results_json_is_refused_by_reader
         f"file changed by hand); rewrite the folder with `gamut score {run}`"
     )
     report = gamut("report", runs, "--out", tmp_path / "report")
-    assert report.code == 2 and report.err.strip() == f"gamut: {refusal}"
+    assert report.code == 2 and error_lines(report.err) == [f"gamut: {refusal}"]
     with pytest.raises(RunFolderError) as error:
         load_entries(runs)
     assert str(error.value) == refusal
