@@ -21,13 +21,9 @@ from gamut_hf.reports.report import Run, label_runs, load_run
 from gamut_hf.reports.statistics import Interval
 
 CARD_FILE = "model.json"
-LEADERBOARD_COLUMNS = [
-    "model",
-    "type",
-    "size (B)",
-    "variant",
-    "judge",
-    "questions",
+# What a run is (its description), then how it scored: the board's columns, in the CSV's order.
+DESCRIPTION_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions"]
+SCORE_COLUMNS = [
     "Gamut",
     "Gamut 95% CI",
     "AC",
@@ -41,6 +37,7 @@ LEADERBOARD_COLUMNS = [
     "% missing",
     "% contra",
 ]
+LEADERBOARD_COLUMNS = [*DESCRIPTION_COLUMNS, *SCORE_COLUMNS]
 
 
 @dataclass

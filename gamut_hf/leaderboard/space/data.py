@@ -21,7 +21,8 @@ from gamut_hf.evaluation.audit import AUDIT_JSON, FoundAudit, find_audits, judge
 from gamut_hf.evaluation.run_folder import RESULTS_FILE
 from gamut_hf.files import InputError
 from gamut_hf.leaderboard.entries import (
-    LEADERBOARD_COLUMNS,
+    DESCRIPTION_COLUMNS,
+    SCORE_COLUMNS,
     Entry,
     is_partial,
     leaderboard_row,
@@ -40,25 +41,10 @@ LOCAL_USER = "local"
 # board's choice, said above it, so they are no column of the board (scripted clients may ask).
 BOARD_ORDER = [
     "model",
-    "Gamut",
-    "Gamut 95% CI",
-    "AC",
-    "AC 95% CI",
-    "V",
-    "V 95% CI",
-    "Ctx",
-    "Ctx 95% CI",
-    "% meets",
-    "% partial",
-    "% missing",
-    "% contra",
+    *SCORE_COLUMNS,
     "questions",
-    "type",
-    "size (B)",
-    "variant",
-    "judge",
+    *(c for c in DESCRIPTION_COLUMNS if c not in ("model", "questions")),
 ]
-assert sorted(BOARD_ORDER) == sorted(LEADERBOARD_COLUMNS)
 COLUMN_CHOICES = ["rank", *(c for c in BOARD_ORDER if c not in ("model", "variant", "judge"))]
 DEFAULT_COLUMNS = [
     "rank",
