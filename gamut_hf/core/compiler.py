@@ -10,7 +10,6 @@ Check ids are ``<item id>.<kind>`` when an item emits one check of that kind and
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,13 +44,16 @@ DEFAULT_COMPILE_PARAMS = CompileParams()
 
 def higher_thresholds(options: int, threshold: int, params: CompileParams = DEFAULT_COMPILE_PARAMS) -> list[int]:
     """The extra coverage thresholds of a long pool: distinct t_j with k < t_j <= n."""
+    # t_j = k + m with m = ceil(j * (n - k) / d) growing with j: walk the distinct m (at most n - k of
+    # them) and take each one whose first j is within the count, so a huge parameter costs nothing.
     found: list[int] = []
-    for j in range(1, params.higher_thresholds + 1):
-        t = threshold + math.ceil(j * (options - threshold) / params.threshold_divisions)
-        if t > options or len(found) == options - threshold:
-            break  # t only grows with j, and there are no more distinct values: a huge parameter ends here
-        if threshold < t and t not in found:
-            found.append(t)
+    span, divisions = options - threshold, params.threshold_divisions
+    for m in range(1, span + 1):
+        first_j = (m - 1) * divisions // span + 1  # the smallest j with j * span > (m - 1) * divisions
+        if first_j > params.higher_thresholds:
+            break
+        if first_j * span <= m * divisions:  # ceil(first_j * span / d) is m itself, not past it
+            found.append(threshold + m)
     return found
 
 
