@@ -173,11 +173,19 @@ def reset_prefix_cache(url: str) -> None:
         response.read()
 
 
-def verdicts(folder: Path) -> dict[tuple[str, str], str]:
+def verdict_agreement(run_folder: Path, log_path: Path) -> tuple[float, int]:
+    """The share of checks given the same verdict by `gamut judge` (its details) and by inspect (its log)."""
     import pyarrow.parquet as pq
+    from inspect_ai.log import read_eval_log
 
-    rows = pq.read_table(folder / "details.parquet", columns=["question_id", "check_id", "verdict"]).to_pylist()
-    return {(row["question_id"], row["check_id"]): row["verdict"] for row in rows}
+    rows = pq.read_table(run_folder / "details.parquet", columns=["question_id", "check_id", "verdict"]).to_pylist()
+    ours = {(row["question_id"], row["check_id"]): row["verdict"] for row in rows}
+    theirs = {
+        (str(sample.id), verdict["check_id"]): verdict["verdict"]
+        for sample in read_eval_log(str(log_path)).samples or []
+        for verdict in sample.scores["gamut_grader"].metadata["verdicts"]
+    }
+    return sum(ours[key] == theirs.get(key) for key in ours) / len(ours), len(ours)
 
 
 def one_endpoint(
@@ -306,14 +314,10 @@ def main() -> None:
 
     gamut_run = next(run for run in runs if run["endpoint"] == "vllm serve" and run["harness"] == "gamut")
     inspect_run = next(run for run in runs if run["endpoint"] == "vllm serve" and run["harness"] == "inspect")
-    imported = work / "inspect-imported"
-    timed([str(BIN / "gamut"), "import-inspect", inspect_run["log"], "--out", str(imported)])
-    ours, theirs = verdicts(Path(gamut_run["folder"])), verdicts(imported)
-    agreement = sum(ours[key] == theirs.get(key) for key in ours) / len(ours)
-
+    agreement, compared = verdict_agreement(Path(gamut_run["folder"]), Path(inspect_run["log"]))
     rows = summary(runs)
     print(table(rows))
-    print(f"\nverdicts equal between the two harnesses (vllm serve, first rounds): {agreement:.1%} of {len(ours)}")
+    print(f"\nverdicts equal between the two harnesses (vllm serve, first rounds): {agreement:.1%} of {compared}")
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -22,7 +22,9 @@ class FakeEndpoint:
     "hang", "garbage", "bare", "sleep:<seconds>", "ok"); once the list is used up the last entry repeats.
     """
 
-    def __init__(self, delay: float = 0.0, responder: Callable[[dict], str | dict] | None = None):
+    def __init__(self, delay: float = 0.0, responder: Callable[[dict], str | dict] | None = None, port: int = 0):
+        """``port``: 0 for any free one; a given one lets a test bring an endpoint back where a client
+        found nothing listening."""
         self.delay = delay
         # What an "ok" answer says, from the request body (default: echo:<user text>).
         self.responder = responder
@@ -33,7 +35,7 @@ class FakeEndpoint:
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()

@@ -71,9 +71,13 @@ def _healthy(url: str) -> bool:
 
 @contextlib.contextmanager
 def vllm_server(
-    model_folder: str, port: int | None = None, extra_args: Sequence[str] = (), startup_timeout: float = 900
+    model_folder: str | Path,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+    startup_timeout: float = 900,
+    served_name: str = SERVED_MODEL_NAME,
 ) -> Iterator[str]:
-    """A real OpenAI-compatible vLLM server on 127.0.0.1 serving ``model_folder`` as "smollm2".
+    """A real OpenAI-compatible vLLM server on 127.0.0.1 serving ``model_folder`` as ``served_name``.
 
     Yields the base URL (``http://127.0.0.1:PORT/v1``) once ``/health`` answers; stops the
     server's whole process group on exit; its log is removed after a clean run and kept (and
@@ -89,7 +93,7 @@ def vllm_server(
         "--model",
         str(model_folder),
         "--served-model-name",
-        SERVED_MODEL_NAME,
+        served_name,
         "--host",
         "127.0.0.1",
         "--port",

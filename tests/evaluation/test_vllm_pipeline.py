@@ -82,6 +82,9 @@ def test_run_through_a_real_vllm_server_with_the_openai_backend(gamut, tmp_path)
         )
         assert done.code == 0, done.err[-3000:]
         first = check_results(tmp_path / "run")
+        # The server's prefix cache serves a question's later checks (their shared prompt prefix),
+        # and the openai backend reads it from the usage vLLM reports.
+        assert first["usage"]["judge"]["cached_tokens"] > 0
         # Rerun: everything is stored, the server is asked nothing and the results stand.
         again = gamut("run", "--out", tmp_path / "run")
         assert again.code == 0, again.err[-3000:]

@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -28,15 +29,23 @@ DETAIL_COLUMNS = ["question_id", "check_id", "tier", "check_text", "verdict", "r
 
 
 def inspect_eval(
-    url: str, log_dir: Path, *task_args: str, model: str = "good-model", grader: str | None = "strict-judge"
+    url: str,
+    log_dir: Path,
+    *task_args: str,
+    model: str = "good-model",
+    grader: str | None = "strict-judge",
+    grader_url: str | None = None,
+    extra: Sequence[str] = (),
 ):
-    """`inspect eval gamut_hf/gamut` as a user types it, candidate and grader behind ``url``."""
+    """`inspect eval gamut_hf/gamut` as a user types it, candidate and grader behind ``url`` (the
+    grader behind ``grader_url`` where given)."""
     command = [INSPECT, "eval", "gamut_hf/gamut", "--model", f"openai-api/fake/{model}", "--model-base-url", url]
     if grader is not None:
-        command += ["--model-role", f"grader={{model: openai-api/fake/{grader}, model_args: {{base_url: '{url}'}}}}"]
+        where = grader_url or url
+        command += ["--model-role", f"grader={{model: openai-api/fake/{grader}, model_args: {{base_url: '{where}'}}}}"]
     for arg in task_args:
         command += ["-T", arg]
-    command += ["--log-dir", str(log_dir), "--display", "plain", "--log-format", "eval"]
+    command += ["--log-dir", str(log_dir), "--display", "plain", "--log-format", "eval", *extra]
     env = {**os.environ, "FAKE_API_KEY": "EMPTY", "INSPECT_LOG_LEVEL": "warning", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     logs = sorted(log_dir.glob("*.eval"))
@@ -198,6 +207,49 @@ def test_a_question_the_model_did_not_answer_stays_in_the_run(tmp_path):
         assert results(tmp_path / "run")["unfinished_checks"] == len(second.checks)
     finally:
         server.stop()
+
+
+def test_a_grader_that_cannot_be_reached_leaves_checks_unjudged_and_gamut_judge_finishes_them(endpoint, tmp_path):
+    from vllm_support import free_port
+
+    port = free_port()  # nothing listens there yet
+    grader_url = f"http://127.0.0.1:{port}/v1"
+    done, log = inspect_eval(
+        endpoint.url,
+        tmp_path / "logs",
+        "limit=1",
+        "judge_retries=0",
+        grader_url=grader_url,
+        extra=["--max-retries", "1"],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    from inspect_ai.log import read_eval_log
+
+    eval_log = read_eval_log(str(log))
+    assert math.isnan(eval_log.results.scores[0].metrics["gamut"].value)  # no score from a grader never heard
+    verdicts = eval_log.samples[0].scores["gamut_grader"].metadata["verdicts"]
+    assert {v["verdict"] for v in verdicts} == {"unjudged"}
+    assert all("Connection" in v["failure"] for v in verdicts), verdicts[0]["failure"]
+
+    imported = run_gamut("import-inspect", log, "--out", tmp_path / "run")
+    assert imported.code == 0, imported.err
+    assert results(tmp_path / "run")["score"]["gamut"] is None
+    assert results(tmp_path / "run")["unfinished_checks"] == len(verdicts)
+
+    # The grader is back: `gamut judge` with the same judge judges exactly the unjudged checks.
+    grader = FakeEndpoint(responder=scripted, port=port)
+    try:
+        finished = run_gamut(
+            "judge", "--out", tmp_path / "run", "--judge", "strict-judge",
+            "--judge-backend", "openai", "--judge-base-url", grader_url,
+        )  # fmt: skip
+        assert finished.code == 0, finished.err
+        assert grader.requests == len(verdicts) and all(is_judging(body) for body in grader.bodies)
+    finally:
+        grader.stop()
+    assert results(tmp_path / "run")["score"]["gamut"] is not None
+    direct = api_run(run_gamut, tmp_path / "direct", endpoint.url, "good-model", "strict-judge", "text_only", 1)
+    assert [row["verdict"] for row in details(tmp_path / "run")] == [row["verdict"] for row in details(direct)]
 
 
 def test_without_a_grader_the_task_refuses_rather_than_grading_with_the_candidate(endpoint, tmp_path):
