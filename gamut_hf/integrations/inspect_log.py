@@ -111,17 +111,30 @@ def run_config_of(log: Any, path: Path) -> RunConfig:
     )
 
 
+def _candidate_tokens(sample: Any) -> tuple[int, int]:
+    """The candidate's prompt and output tokens: its own model calls (the grader's carry the role
+    ``grader``; the sample's model_usage sums both where one model plays both parts). inspect
+    counts prompt tokens read from a cache apart; `gamut run` counts them in the prompt."""
+    prompt = output = 0
+    for event in sample.events or []:
+        if event.event == "model" and event.role is None and event.output.usage is not None:
+            usage = event.output.usage
+            prompt += usage.input_tokens + (usage.input_tokens_cache_read or 0)
+            output += usage.output_tokens
+    return prompt, output
+
+
 def _answer_of(sample: Any) -> dict[str, Any]:
     metadata = sample.metadata or {}
-    usage = next(iter(sample.model_usage.values()), None) if sample.model_usage else None
     answered = sample.error is None and "answer" in metadata
+    prompt_tokens, completion_tokens = _candidate_tokens(sample)
     return {
         "response": metadata.get("answer", "") if answered else "",
         "error": None if answered else _error_line(sample),
         "reasoning": metadata.get("reasoning"),
         "reasoning_unclosed": bool(metadata.get("reasoning_unclosed")),
-        "prompt_tokens": usage.input_tokens if usage else 0,
-        "completion_tokens": usage.output_tokens if usage else 0,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
         "seconds": sample.working_time or 0.0,
     }
 

@@ -56,6 +56,14 @@ def details(folder: Path) -> list[dict]:
     return pq.read_table(folder / "details.parquet", columns=DETAIL_COLUMNS).to_pylist()
 
 
+def answer_tokens(folder: Path) -> dict[str, tuple[int, int]]:
+    from gamut_hf.evaluation.store import RunStore
+
+    with RunStore.reading(folder) as store:
+        rows = store.rows("generations")
+        return {row["question_id"]: (row["prompt_tokens"], row["completion_tokens"]) for row in rows}
+
+
 def results(folder: Path) -> dict:
     return json.loads((folder / "results.json").read_text())
 
@@ -80,6 +88,7 @@ def test_inspect_eval_then_import_gives_gamut_runs_rows_and_score(endpoint, tmp_
 
     assert details(tmp_path / "imported") == details(direct)
     assert results(tmp_path / "imported")["score"] == results(direct)["score"]
+    assert answer_tokens(tmp_path / "imported") == answer_tokens(direct)  # the candidate's, not the grader's
     # The same model specs: the Space groups the judges, and a rerun finds every key stored.
     assert results(tmp_path / "imported")["judge"] == results(direct)["judge"]
     assert results(tmp_path / "imported")["model"] == results(direct)["model"]
