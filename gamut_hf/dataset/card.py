@@ -131,15 +131,25 @@ def _item_fields_table() -> str:
     return "\n".join(lines)
 
 
+# What a card built without a hub id says above its examples; `gamut push` takes it out.
+PLACEHOLDER_NOTE = (
+    f"`gamut push OUT REPO_ID` writes the hub id in place of `{REPO_PLACEHOLDER}` in the card it uploads. "
+    "Before it is pushed, the local build folder loads the "
+    'same way: `load_dataset("path/to/OUT", "text_only", split="test")`.\n\n'
+)
+
+
 def _where_to_load(repo_id: str | None) -> tuple[str, str]:
     """The dataset id the card's examples load, and the sentence that introduces them."""
     if repo_id:
         return repo_id, ""
-    return REPO_PLACEHOLDER, (
-        f"Replace `{REPO_PLACEHOLDER}` with the hub id this folder is pushed to "
-        f"(`gamut push OUT {REPO_PLACEHOLDER}`). Before it is pushed, the local build folder loads the "
-        'same way: `load_dataset("path/to/OUT", "text_only", split="test")`.\n\n'
-    )
+    return REPO_PLACEHOLDER, PLACEHOLDER_NOTE
+
+
+def card_for_repo(card: str, repo_id: str) -> str:
+    """The card as pushed to ``repo_id``: its examples load that id (a card built with a hub id is
+    unchanged)."""
+    return card.replace(PLACEHOLDER_NOTE, "").replace(REPO_PLACEHOLDER, repo_id)
 
 
 def render_card(

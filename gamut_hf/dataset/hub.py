@@ -1,7 +1,8 @@
 """``gamut push``: upload a built dataset folder to the Hugging Face hub with huggingface_hub.
 
 The folder is uploaded as it is (card plus parquet shards), so the hub repository is the
-same layout that ``load_dataset`` already reads locally.
+same layout that ``load_dataset`` already reads locally; only the card's examples are given the
+hub id where the build left a placeholder.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
-from huggingface_hub import HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
 from gamut_hf.atomic import write_bytes
 from gamut_hf.core.names import VARIANTS
 from gamut_hf.errors import GamutError
 from gamut_hf.files import InputError
-
-UPLOAD_PATTERNS = ["README.md", *(f"{variant}/*.parquet" for variant in VARIANTS)]
 
 
 class PushError(GamutError, RuntimeError):
@@ -53,22 +52,37 @@ def push_dataset(
     revision: str | None = None,
     api: HfApi | None = None,
 ) -> str:
-    """Create (if needed) the dataset repository and upload the folder; returns the commit URL."""
+    """Create (if needed) the dataset repository and upload the folder in one commit, the card's
+    examples naming ``repo_id`` (the folder itself is left as it is); shards the hub holds that the
+    build does not are deleted in the same commit. Returns the commit URL."""
+    from gamut_hf.dataset.card import card_for_repo
+
     folder = Path(folder)
     files = check_built_folder(folder)
+    card = card_for_repo((folder / "README.md").read_text(encoding="utf-8"), repo_id)
+    shards = [path.relative_to(folder).as_posix() for path in files if path.name != "README.md"]
     api = api or HfApi(token=token)
     with hub_errors(repo_id, "push"):
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        commit = api.upload_folder(
-            folder_path=folder,
+        held = api.list_repo_files(repo_id, repo_type="dataset", revision=revision)
+        stale = [name for name in held if _is_shard(name) and name not in shards]
+        commit = api.create_commit(
             repo_id=repo_id,
             repo_type="dataset",
             revision=revision,
-            allow_patterns=UPLOAD_PATTERNS,
-            delete_patterns=[f"{variant}/*.parquet" for variant in VARIANTS],
-            commit_message=f"Upload GAMUT dataset ({len(files) - 1} parquet files)",
+            operations=[
+                CommitOperationAdd(path_in_repo="README.md", path_or_fileobj=card.encode("utf-8")),
+                *(CommitOperationAdd(path_in_repo=name, path_or_fileobj=folder / name) for name in shards),
+                *(CommitOperationDelete(path_in_repo=name) for name in stale),
+            ],
+            commit_message=f"Upload GAMUT dataset ({len(shards)} parquet files)",
         )
     return str(getattr(commit, "commit_url", commit))
+
+
+def _is_shard(name: str) -> bool:
+    variant, _, file = name.partition("/")
+    return variant in VARIANTS and "/" not in file and file.endswith(".parquet")
 
 
 @contextmanager

@@ -86,7 +86,7 @@ def test_card_of_a_build_without_repo_id_names_no_local_path_as_a_hub_id(built):
     assert str(built) not in body and "my-local-build" not in body
     assert 'load_dataset("<your-user>/<dataset>", "text_only", split="test")' in body
     assert "--dataset <your-user>/<dataset>" in body
-    assert "Replace `<your-user>/<dataset>` with the hub id this folder is pushed to" in body
+    assert "`gamut push OUT REPO_ID` writes the hub id in place of `<your-user>/<dataset>`" in body
 
 
 def test_card_of_a_build_with_repo_id_loads_it(gamut, tmp_path):

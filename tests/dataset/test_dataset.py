@@ -328,24 +328,21 @@ def test_cli_stats_prints_the_table(gamut, built):
 
 
 class RecordingHub:
-    """A stand-in for HfApi at the network boundary we cannot reach: it records the calls."""
+    """A stand-in for HfApi at the network boundary we cannot reach: it holds ``held`` files and
+    records the calls."""
 
-    def __init__(self):
+    def __init__(self, held: list[str] = ()):
         self.calls = []
+        self.held = list(held)
 
     def create_repo(self, repo_id, **kwargs):
         self.calls.append(("create_repo", repo_id, kwargs))
 
-    def upload_folder(self, **kwargs):
-        from fnmatch import fnmatch
+    def list_repo_files(self, repo_id, **kwargs):
+        return list(self.held)
 
-        folder = Path(kwargs["folder_path"])
-        files = sorted(
-            str(p.relative_to(folder))
-            for p in folder.rglob("*")
-            if p.is_file() and any(fnmatch(str(p.relative_to(folder)), pat) for pat in kwargs["allow_patterns"])
-        )
-        self.calls.append(("upload_folder", kwargs["repo_id"], {**kwargs, "files": files}))
+    def create_commit(self, **kwargs):
+        self.calls.append(("create_commit", kwargs["repo_id"], kwargs))
 
         class Commit:
             commit_url = f"https://hub.invalid/datasets/{kwargs['repo_id']}/commit/abc"
@@ -354,20 +351,35 @@ class RecordingHub:
 
 
 def test_push_creates_the_repo_and_uploads_exactly_the_build(built):
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    from gamut_hf.dataset.card import REPO_PLACEHOLDER
     from gamut_hf.dataset.hub import push_dataset
 
-    hub = RecordingHub()
+    card_before = (built / "README.md").read_bytes()
+    assert REPO_PLACEHOLDER.encode() in card_before  # built without a hub id
+    # The hub holds a shard of an earlier, larger build and a file of the owner's.
+    hub = RecordingHub(held=["README.md", "text_only/test-00000-of-00002.parquet", "notes.md"])
     url = push_dataset(built, "me/gamut-test", private=True, api=hub)
     assert url.endswith("/commit/abc")
-    (name, repo, create), (upload_name, upload_repo, upload) = hub.calls
+    (name, repo, create), (commit_name, commit_repo, commit) = hub.calls
     assert (name, repo) == ("create_repo", "me/gamut-test")
     assert create == {"repo_type": "dataset", "private": True, "exist_ok": True}
-    assert upload_name == "upload_folder" and upload["repo_type"] == "dataset"
-    assert upload["files"] == [
+    assert commit_name == "create_commit" and commit["repo_type"] == "dataset"
+    added = {op.path_in_repo: op for op in commit["operations"] if isinstance(op, CommitOperationAdd)}
+    deleted = [op.path_in_repo for op in commit["operations"] if isinstance(op, CommitOperationDelete)]
+    assert sorted(added) == [
         "README.md",
         "multimodal/test-00000-of-00001.parquet",
         "text_only/test-00000-of-00001.parquet",
     ]
+    assert deleted == ["text_only/test-00000-of-00002.parquet"]  # the owner's notes.md is left alone
+    # The pushed card's examples load the hub id; the local card is unchanged.
+    pushed_card = added["README.md"].path_or_fileobj
+    pushed_card = pushed_card if isinstance(pushed_card, bytes) else pushed_card.getvalue()
+    assert REPO_PLACEHOLDER.encode() not in pushed_card and b"gamut push OUT REPO_ID" not in pushed_card
+    assert b'load_dataset("me/gamut-test", "text_only"' in pushed_card
+    assert (built / "README.md").read_bytes() == card_before
 
 
 def test_push_errors_are_one_line(gamut, built, tmp_path):
