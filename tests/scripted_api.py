@@ -48,6 +48,14 @@ def scripted(body: dict) -> str:
     return json.dumps({"verdict": VERDICTS[verdict]})
 
 
+def worker_args(requests: Path, results: Path, url: str, *options: str, judge: str = "strict-judge") -> list:
+    """`gamut worker` over ``requests`` into ``results``, judged by the scripted ``judge`` behind ``url``."""
+    return [
+        "worker", "--requests", requests, "--results", results, *options,
+        "--judge", judge, "--judge-backend", "openai", "--judge-base-url", url,
+    ]  # fmt: skip
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, CliResult
+from scripted_api import worker_args
 from space_support import free_port
 
 pytestmark = pytest.mark.journey
@@ -287,18 +288,7 @@ def rows(frame: dict) -> list[dict]:
 
 def judge_queue(installed, results, requests, endpoint) -> CliResult:
     done = installed.gamut(
-        "worker",
-        "--requests",
-        requests,
-        "--results",
-        results,
-        "--once",
-        "--judge",
-        "strict-judge",
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        endpoint.url,
+        *worker_args(requests, results, endpoint.url, "--once"),
     )
     assert done.code == 0, done.err
     return done

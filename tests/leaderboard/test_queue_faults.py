@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_endpoint import FakeEndpoint
+from scripted_api import worker_args
 from space_support import sample_ids
 
 from gamut_hf.evaluation.config import ModelSpec
@@ -32,20 +33,7 @@ def submit(queue: RequestQueue, user: str, name: str, answers: int = 1) -> Reque
 
 def worker(gamut, root: Path, url: str, *options: str):
     """`gamut worker` over ROOT/requests into ROOT/results, judged by the scripted judge at ``url``."""
-    return gamut(
-        "worker",
-        "--requests",
-        root / "requests",
-        "--results",
-        root / "results",
-        "--judge",
-        "strict-judge",
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        url,
-        *options,
-    )
+    return gamut(*worker_args(root / "requests", root / "results", url, *options))
 
 
 def assert_finished_with_results(queue: RequestQueue, root: Path, key: str) -> None:
@@ -168,21 +156,7 @@ def test_a_judge_outage_is_tried_again_after_growing_waits_then_failed_with_the_
     assert not (tmp_path / "results" / record.key).exists()
 
     # The judge is back: the maintainer puts it back, and the same worker run judges it.
-    done = gamut(
-        "worker",
-        "--requests",
-        tmp_path / "requests",
-        "--results",
-        tmp_path / "results",
-        "--retry-failed",
-        "--once",
-        "--judge",
-        "strict-judge",
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        scripted_endpoint.url,
-    )
+    done = worker(gamut, tmp_path, scripted_endpoint.url, "--retry-failed", "--once")
     assert done.code == 0, done.err
     assert f"put back 1 request as PENDING: {record.key} (patient, text_only)" in done.err.splitlines()
     assert "handled 1 submission(s)" in done.out

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 from fake_endpoint import FakeEndpoint
-from scripted_api import api_run, is_judging
+from scripted_api import api_run, is_judging, worker_args
 from space_support import HOSTILE, launch, sample_ids, write_jsonl
 
 from gamut_hf.leaderboard.space import SpaceConfig
@@ -293,18 +293,7 @@ def test_a_lone_surrogate_in_a_response_is_refused_naming_its_question(space, tm
 
 def run_worker(gamut, config, url):
     done = gamut(
-        "worker",
-        "--requests",
-        config.requests,
-        "--results",
-        config.results,
-        "--once",
-        "--judge",
-        "strict-judge",
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        url,
+        *worker_args(config.requests, config.results, url, "--once"),
     )
     assert done.code == 0, done.err
     return done
@@ -372,18 +361,7 @@ def test_the_worker_fails_a_submission_the_judge_cannot_read(gamut, tmp_path):
             parse_submission(data, {"name": "m", "access": "open", "variant": "text_only"}, ids, partial=True), "alice"
         )
         done = gamut(
-            "worker",
-            "--requests",
-            tmp_path / "requests",
-            "--results",
-            tmp_path / "results",
-            "--once",
-            "--judge",
-            "j",
-            "--judge-backend",
-            "openai",
-            "--judge-base-url",
-            garbled.url,
+            *worker_args(tmp_path / "requests", tmp_path / "results", garbled.url, "--once", judge="j"),
             "--retry-waits",
             "",  # no tries again: the judge's failure ends it at once
         )
@@ -644,20 +622,7 @@ def test_a_claim_left_by_a_dead_worker_is_taken_over(scripted_endpoint, gamut, t
     queue.claim("dead-host:41", now=datetime.now(UTC) - timedelta(hours=1))  # then the process was killed
     alive = one_submission(queue, user="gina", name="m2")
     assert queue.claim("busy-host:7", lease=timedelta(days=1)).key == alive.key  # judging now, its heartbeat fresh
-    worker = (
-        "worker",
-        "--requests",
-        tmp_path / "requests",
-        "--results",
-        tmp_path / "results",
-        "--once",
-        "--judge",
-        "strict-judge",
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        scripted_endpoint.url,
-    )
+    worker = worker_args(tmp_path / "requests", tmp_path / "results", scripted_endpoint.url, "--once")
     done = gamut(*worker)
     assert done.code == 0, done.err
     assert f"{dead.key}: taking over from dead-host:41" in done.err and "handled 1 submission" in done.out

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from scripted_api import api_run
+from scripted_api import api_run, worker_args
 from space_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -140,18 +140,7 @@ def test_submit_an_invalid_then_a_valid_file_and_see_it_finish(page, site, scrip
     page.screenshot(path=str(SHOTS / "submit-pending.png"), full_page=True)
 
     done = gamut(
-        "worker",
-        "--requests",
-        config.requests,
-        "--results",
-        config.results,
-        "--once",
-        "--judge",
-        "strict-judge",
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        scripted_endpoint.url,
+        *worker_args(config.requests, config.results, scripted_endpoint.url, "--once"),
     )
     assert done.code == 0, done.err
     page.click("#requests-refresh")
