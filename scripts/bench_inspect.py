@@ -47,6 +47,10 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from gamut_hf.integrations.inspect_task import gamut_grader, gamut_samples
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))  # the fake endpoint, its scripted judge and vllm serve, as the tests use them
+from fake_endpoint import FakeEndpoint  # noqa: E402
+from scripted_api import scripted, slug  # noqa: E402
+
 BIN = Path(sys.executable).parent
 JUDGE_NAME = "smollm2"  # the name `vllm serve` gives the model (tests/vllm_support.py)
 STAGE_LINE = re.compile(r"judge: (\d+) checks in ([\d.]+) s")
@@ -162,10 +166,6 @@ def raw_judge(bodies: Path, url: str, concurrency: int) -> dict:
 # -- the orchestration --------------------------------------------------------------------------
 
 
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def reset_prefix_cache(url: str) -> None:
     """Empty vLLM's prefix cache (a dev-mode route), so each run starts from the same state."""
     request = urllib.request.Request(url.removesuffix("/v1") + "/reset_prefix_cache", method="POST")
@@ -218,10 +218,6 @@ def one_endpoint(
 def recorded_bodies(answers: Path, work: Path, concurrency: int) -> Path:
     """The bodies `gamut judge` sends for this job, recorded by the fake endpoint (the raw client
     posts these to vLLM, under vLLM's model name)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fake_endpoint import FakeEndpoint
-    from scripted_api import scripted
-
     endpoint = FakeEndpoint(responder=scripted)
     try:
         gamut_judge(answers, work / "recorded", endpoint.url, concurrency)
@@ -284,9 +280,6 @@ def main() -> None:
         replay(args.replay, args.url, args.concurrency)
         return
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fake_endpoint import FakeEndpoint
-    from scripted_api import scripted
     from vllm_support import vllm_server
 
     from gamut_hf.backends.models import resolve_model
