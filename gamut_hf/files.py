@@ -255,10 +255,18 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
 
 
 def _decode_image(path: Path, max_bytes: int) -> Image:
+    return decode_image(read_bytes(path, max_bytes=max_bytes), str(path))
+
+
+def decode_image(data: bytes, where: str, *, max_bytes: int = MAX_IMAGE_BYTES) -> Image:
+    """Image bytes from anywhere (a file, a parquet cell, a download), fully decoded, or an
+    InputError naming ``where``: the same size and decompression-bomb limits as :func:`open_image`."""
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
-    data = read_bytes(path, max_bytes=max_bytes)
+    if len(data) > max_bytes:
+        reason = f"is {_megabytes(len(data))}; the limit is {_megabytes(max_bytes)}"
+        raise InputError(f"{where}: {reason}", reason=reason)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", PILImage.DecompressionBombWarning)
@@ -266,11 +274,12 @@ def _decode_image(path: Path, max_bytes: int) -> Image:
             image.load()
             return image
     except (PILImage.DecompressionBombError, PILImage.DecompressionBombWarning) as error:
-        raise _refuse(path, f"is too large to decode ({str(error).split(', could be')[0]})") from None
-    except UnidentifiedImageError:  # its message names our in-memory buffer, not the file
-        raise _refuse(path, "is not a readable image (not a format PIL recognises)") from None
+        reason = f"is too large to decode ({str(error).split(', could be')[0]})"
+    except UnidentifiedImageError:  # its message names our in-memory buffer, not the source
+        reason = "is not a readable image (not a format PIL recognises)"
     except (OSError, SyntaxError, ValueError, EOFError) as error:
-        raise _refuse(path, f"is not a readable image ({type(error).__name__}: {error})") from None
+        reason = f"is not a readable image ({type(error).__name__}: {error})"
+    raise InputError(f"{where}: {reason}", reason=reason)
 
 
 def open_image(path: str | Path, *, max_bytes: int = MAX_IMAGE_BYTES) -> Image:

@@ -189,6 +189,12 @@ def pipeline_options(command: Any) -> Any:
             "release points into CRAG-MM): crag-mm, crag-mm=PATH or a folder of <question id>.jpg.",
         ),
         click.option(
+            "--fetch-image-urls",
+            is_flag=True,
+            default=None,
+            help="Download the CRAG-MM photos it holds only as an image_url (off: such a question is named).",
+        ),
+        click.option(
             "--variant",
             type=click.Choice(VARIANTS),
             help="[default: text_only for the embedded default model, else multimodal]",

@@ -77,12 +77,28 @@ def validate(paths: tuple[str, ...], release: bool) -> None:
 
 @click.command("compile")
 @click.argument("path", metavar="PATH")
+@click.option(
+    "--question-id",
+    metavar="ID",
+    help="PATH is a dataset (folder, annotation folder, hub id, gamut-sample): compile this question's meta-rubric.",
+)
 @compile_options
-def compile_command(path: str, **options: Any) -> None:
-    """Compile a meta-rubric file into its binary rubric, printed as a JSON array of checks."""
-    rubric = load_meta_rubric(path)
+def compile_command(path: str, question_id: str | None, **options: Any) -> None:
+    """Compile a meta-rubric file into its binary rubric, printed as a JSON array of checks.
+
+    With --question-id, the meta-rubric of one question of the dataset PATH."""
+    rubric = load_meta_rubric(path) if question_id is None else _dataset_meta_rubric(path, question_id)
     checks = compile_rubric(rubric, compile_params(options))
     print_json([check.model_dump() for check in checks])
+
+
+def _dataset_meta_rubric(source: str, question_id: str) -> Any:
+    from gamut_hf.dataset.loader import iter_questions, load_gamut
+
+    for question in iter_questions(load_gamut(source, "text_only"), "text_only"):
+        if question.id == question_id:
+            return question.typed_meta_rubric("gamut compile")
+    raise BadInput(f"{source}: no question {question_id!r}")
 
 
 @click.command()

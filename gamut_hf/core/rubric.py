@@ -32,7 +32,11 @@ TIERS: tuple[Tier, ...] = ("answer_critical", "valuable", "context")
 ItemType = Literal["knowledge", "strict_list", "flexible_list", "process", "relationship"]
 ITEM_TYPES: tuple[ItemType, ...] = ("knowledge", "strict_list", "flexible_list", "process", "relationship")
 
-CheckKind = Literal["fact", "element", "coverage", "option", "step", "order", "full_order", "relationship", "insight"]
+# ``unspecified``: a check whose layout does not say what produced it (the official release's
+# checks, which come without their meta-rubric); never emitted by the compiler.
+CheckKind = Literal[
+    "fact", "element", "coverage", "option", "step", "order", "full_order", "relationship", "insight", "unspecified"
+]
 CHECK_KINDS: tuple[CheckKind, ...] = (
     "fact",
     "element",
@@ -43,6 +47,7 @@ CHECK_KINDS: tuple[CheckKind, ...] = (
     "full_order",
     "relationship",
     "insight",
+    "unspecified",
 )
 
 # The item type each kind of check is emitted by. An ``insight`` check can come from any item
@@ -57,6 +62,7 @@ KIND_ITEM_TYPE: dict[CheckKind, ItemType | None] = {
     "full_order": "process",
     "relationship": "relationship",
     "insight": None,
+    "unspecified": None,
 }
 
 Verdict = Literal["meets", "partially_meets", "missing", "contradicts"]

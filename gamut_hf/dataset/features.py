@@ -48,6 +48,7 @@ from gamut_hf.core.rubric import (
     parse_checks,
     parse_meta_rubric,
 )
+from gamut_hf.dataset.release import CitedSnippet
 
 # Bumped whenever the rubric schema or compile rules change meaning.
 RUBRIC_VERSION = "gamut-rubric-1"
@@ -79,6 +80,14 @@ CHECK = {
     "item_id": Value("string"),
     "kind": Value("string"),
     "tier": Value("string"),
+    "text": Value("string"),
+}
+# A converted release's evidence (gamut convert): the snippets each check cites, one entry per
+# citation; text null where the citation names no snippet of the question.
+CITED_SNIPPET = {
+    "check_id": Value("string"),
+    "citation": Value("string"),
+    "title": Value("string"),
     "text": Value("string"),
 }
 COMPILE_PARAMS = {name: Value("int32") for name in CompileParams.model_fields}
@@ -128,11 +137,13 @@ COLUMN_DESCRIPTIONS = {
     "rubric_version": "version of the rubric schema and compile rules",
     "compile_params": "the compile parameters the binary rubric was compiled with",
     "binary_rubric_edited": "whether annotators edited the binary rubric after compilation",
+    "check_evidence": "a converted release only: the snippets each check cites `{check_id, citation, title, text}`",
 }
 
 
-def gamut_features(domains: list[str], variant: Variant = "multimodal") -> Features:
-    """The columns of one configuration. ``domains`` are the data's own domain names."""
+def gamut_features(domains: list[str], variant: Variant = "multimodal", *, check_evidence: bool = False) -> Features:
+    """The columns of one configuration. ``domains`` are the data's own domain names.
+    ``check_evidence``: a converted release's, whose evidence is cited per check (no meta-rubric)."""
     columns: dict[str, Any] = {
         "id": Value("string"),
         "domain": ClassLabel(names=sorted(domains)),
@@ -156,6 +167,8 @@ def gamut_features(domains: list[str], variant: Variant = "multimodal") -> Featu
             "binary_rubric_edited": Value("bool"),
         }
     )
+    if check_evidence:
+        columns["check_evidence"] = List(CITED_SNIPPET)
     return Features(columns)
 
 
@@ -180,6 +193,22 @@ def meta_rubric_from_rows(question_id: str, rows: list[dict[str, Any]]) -> MetaR
 
 def checks_from_rows(question_id: str, rows: list[dict[str, Any]]) -> list[Check]:
     return parse_checks(list(rows), question_id=question_id)
+
+
+def evidence_to_rows(evidence: dict[str, tuple[CitedSnippet, ...]]) -> list[dict[str, Any]]:
+    return [
+        {"check_id": check_id, "citation": s.citation, "title": s.title, "text": s.text}
+        for check_id, snippets in evidence.items()
+        for s in snippets
+    ]
+
+
+def evidence_from_rows(rows: list[dict[str, Any]] | None) -> dict[str, tuple[CitedSnippet, ...]]:
+    """The inverse of :func:`evidence_to_rows`; a layout without the column has no per-check evidence."""
+    evidence: dict[str, list[CitedSnippet]] = {}
+    for row in rows or []:
+        evidence.setdefault(row["check_id"], []).append(CitedSnippet(row["citation"], row["title"], row["text"]))
+    return {check_id: tuple(snippets) for check_id, snippets in evidence.items()}
 
 
 # details.parquet of a run: one row per check. verdict is one of the four, "error" (the

@@ -24,7 +24,7 @@ class RubricRecord:
     """What the statistics need of one question."""
 
     domain: str
-    meta_rubric: MetaRubric
+    meta_rubric: MetaRubric | None  # None: the layout has none (the official release)
     checks: list[Check]
 
 
@@ -39,17 +39,39 @@ class RubricStats(BaseModel):
     domains: dict[str, int]
     checks_per_question: Distribution
     checks_per_tier: dict[Tier, float]
-    share_with_structured_item: float
-    share_with_item_type: dict[str, float]
+    # The rest describe meta-rubrics: None where no question has one (the official release's layout).
+    share_with_structured_item: float | None
+    share_with_item_type: dict[str, float] | None
     flexible_list_median_options: float | None
     flexible_list_share_over_7_options: float | None
     strict_list_median_elements: float | None
     process_median_steps: float | None
     process_share_mixing_required_and_optional: float | None
-    share_with_meta_insight: float
-    meta_insights: int
-    evidence_per_rubric: float
-    distinct_cited_pages: int
+    share_with_meta_insight: float | None
+    meta_insights: int | None
+    evidence_per_rubric: float | None
+    distinct_cited_pages: int | None
+
+    @property
+    def has_meta_rubrics(self) -> bool:
+        return self.share_with_structured_item is not None
+
+
+# The statistics of meta-rubrics (None together where there are none).
+STRUCTURE_FIELDS = (
+    "share_with_structured_item",
+    "share_with_item_type",
+    "flexible_list_median_options",
+    "flexible_list_share_over_7_options",
+    "strict_list_median_elements",
+    "process_median_steps",
+    "process_share_mixing_required_and_optional",
+    "share_with_meta_insight",
+    "meta_insights",
+    "evidence_per_rubric",
+    "distinct_cited_pages",
+)
+NO_STRUCTURE = "n/a: this dataset has no typed meta-rubric (the official release publishes its checks compiled)"
 
 
 def _median_or_none(values: list[int]) -> float | None:
@@ -62,19 +84,22 @@ def rubric_stats(records: Iterable[RubricRecord]) -> RubricStats:
         raise ValueError("no questions to compute statistics over")
     n = len(records)
     counts = [len(r.checks) for r in records]
-    items = [item for r in records for item in r.meta_rubric.items]
-    flexible = [item for item in items if item.type == "flexible_list"]
-    processes = [item for item in items if item.type == "process"]
-
-    def share(predicate) -> float:
-        return sum(1 for r in records if predicate(r)) / n
-
-    types_of = [{item.type for item in r.meta_rubric.items} for r in records]
-    return RubricStats(
+    common = dict(
         questions=n,
         domains=dict(sorted(Counter(r.domain for r in records).items(), key=lambda kv: (-kv[1], kv[0]))),
         checks_per_question=Distribution(mean=fmean(counts), median=float(median(counts)), max=max(counts)),
         checks_per_tier={tier: sum(c.tier == tier for r in records for c in r.checks) / n for tier in TIERS},
+    )
+    rubrics = [r.meta_rubric for r in records if r.meta_rubric is not None]
+    if not rubrics:
+        return RubricStats(**common, **dict.fromkeys(STRUCTURE_FIELDS))
+    items = [item for rubric in rubrics for item in rubric.items]
+    flexible = [item for item in items if item.type == "flexible_list"]
+    processes = [item for item in items if item.type == "process"]
+
+    types_of = [{item.type for item in rubric.items} for rubric in rubrics]
+    return RubricStats(
+        **common,
         share_with_structured_item=sum(1 for t in types_of if t & set(STRUCTURED_TYPES)) / n,
         share_with_item_type={kind: sum(1 for t in types_of if kind in t) / n for kind in STRUCTURED_TYPES},
         flexible_list_median_options=_median_or_none([len(item.options) for item in flexible]),
@@ -88,7 +113,7 @@ def rubric_stats(records: Iterable[RubricRecord]) -> RubricStats:
         process_share_mixing_required_and_optional=(
             sum(1 for p in processes if p.has_optional_steps) / len(processes) if processes else None
         ),
-        share_with_meta_insight=share(lambda r: any(getattr(i, "meta_insight", None) for i in r.meta_rubric.items)),
+        share_with_meta_insight=sum(1 for r in rubrics if any(getattr(i, "meta_insight", None) for i in r.items)) / n,
         meta_insights=sum(1 for item in items if getattr(item, "meta_insight", None)),
         evidence_per_rubric=sum(len(item.evidence) for item in items) / n,
         distinct_cited_pages=len({e.url for item in items for e in item.evidence}),
@@ -107,7 +132,6 @@ def stats_markdown(stats: RubricStats) -> str:
     """The statistics as a Markdown table (what ``gamut stats`` prints and the card embeds)."""
     cpq = stats.checks_per_question
     tiers = stats.checks_per_tier
-    types = stats.share_with_item_type
     rows = [
         ("Questions", f"{stats.questions:,}"),
         ("Domains", f"{len(stats.domains)}: " + ", ".join(f"{d} {c}" for d, c in stats.domains.items())),
@@ -117,6 +141,19 @@ def stats_markdown(stats: RubricStats) -> str:
             f"answer-critical {tiers['answer_critical']:.1f}, valuable {tiers['valuable']:.1f}, "
             f"context {tiers['context']:.1f}",
         ),
+    ]
+    types = stats.share_with_item_type
+    if types is None:
+        rows.append(("Meta-rubric structure", NO_STRUCTURE))
+    else:
+        rows += _structure_rows(stats, types)
+    lines = ["| statistic | value |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _structure_rows(stats: RubricStats, types: dict[str, float]) -> list[tuple[str, str]]:
+    return [
         ("Questions with a structured item", _pct(stats.share_with_structured_item)),
         (
             "Flexible lists",
@@ -137,9 +174,6 @@ def stats_markdown(stats: RubricStats) -> str:
         ("Meta-insights", f"{_pct(stats.share_with_meta_insight)} of questions ({stats.meta_insights} in all)"),
         (
             "Evidence snippets per rubric",
-            f"{stats.evidence_per_rubric:.1f} ({stats.distinct_cited_pages:,} distinct pages)",
+            f"{_num(stats.evidence_per_rubric)} ({stats.distinct_cited_pages or 0:,} distinct pages)",
         ),
     ]
-    lines = ["| statistic | value |", "|---|---|"]
-    lines += [f"| {name} | {value} |" for name, value in rows]
-    return "\n".join(lines) + "\n"

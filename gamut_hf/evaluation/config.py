@@ -60,6 +60,7 @@ class RunConfig(BaseModel):
     limit: int | None = Field(None, ge=1, description="first N questions (after --question-id)")
     question_ids: tuple[str, ...] = ()
     images: str | None = Field(None, description="where referenced images are: crag-mm, crag-mm=PATH or a folder")
+    fetch_image_urls: bool = Field(False, description="download CRAG-MM photos that are only referenced by URL")
     shard: tuple[int, int] | None = Field(None, description="(i, n): questions whose position is i mod n")
     max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, description="candidate answer length cap")
     rationale: bool = Field(False, description="judge writes a short rationale before its verdict")
@@ -198,6 +199,7 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
             "dataset",
             "revision",
             "images",
+            "fetch_image_urls",
             "limit",
             "max_tokens",
             "rationale",
@@ -233,6 +235,7 @@ RUN_FLAGS = {
     "limit": "--limit",
     "question_ids": "--question-id",
     "images": "--images",
+    "fetch_image_urls": "--fetch-image-urls",
     "shard": "--shard",
     "max_tokens": "--max-tokens",
     "rationale": "--rationale",

@@ -53,7 +53,7 @@ class QuestionSource:
     def __init__(self, config: RunConfig):
         import datasets
 
-        from gamut_hf.dataset.loader import image_resolver, iter_questions, load_gamut
+        from gamut_hf.dataset.loader import image_resolver, iter_questions, load_gamut, resolve_images
         from gamut_hf.files import InputError
 
         self.variant = config.variant
@@ -91,10 +91,33 @@ class QuestionSource:
                         f"{config.dataset}: its images are referenced, not embedded; say where they "
                         "are with --images (crag-mm, crag-mm=PATH or a folder)"
                     )
-                self.resolver = image_resolver(config.images)
-                shas = [_image_sha(self.resolver(row)) for row in rows]
+                self.resolver = image_resolver(config.images, fetch_urls=config.fetch_image_urls)
+                shas = resolve_images(rows, self.resolver, config.dataset, _image_sha)
             questions = [replace(q, image_sha=sha) for q, sha in zip(questions, shas, strict=True)]
         self.questions = questions
+
+    def _resolved_shas(self, config: RunConfig, ids: list[str], rows: Any) -> list[str]:
+        """Every selected question's referenced photo, hashed; the questions without one are listed
+        together (the multimodal variant cannot ask them), before any model is loaded."""
+        from gamut_hf.dataset.loader import ImageNotFound
+        from gamut_hf.files import InputError
+
+        assert self.resolver is not None
+        shas, missing = [], []
+        for qid, row in zip(ids, rows, strict=True):
+            try:
+                shas.append(_image_sha(self.resolver(row)))
+            except (ImageNotFound, InputError) as error:
+                missing.append((qid, str(error)))
+        if missing:
+            shown = "; ".join(reason for _, reason in missing[:3]) + (
+                f"; and {len(missing) - 3} more" if len(missing) > 3 else ""
+            )
+            raise InputError(
+                f"{config.dataset}: {len(missing)} of {len(ids)} questions have no usable photo for the multimodal "
+                f"variant ({shown}); leave them out with --question-id, or run --variant text_only"
+            )
+        return shas
 
     def image(self, question: PlannedQuestion) -> Any:
         if self.variant != "multimodal":

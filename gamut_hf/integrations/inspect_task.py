@@ -116,6 +116,7 @@ def gamut_samples(
     limit: int | None = None,
     question_ids: str | Sequence[str] | None = None,
     images: str | None = None,
+    fetch_image_urls: bool = False,
 ) -> list[Sample]:
     """One sample per selected question, as `gamut run` selects them (the same RunConfig rules)."""
     from gamut_hf.evaluation.config import RunConfig
@@ -131,6 +132,7 @@ def gamut_samples(
             limit=limit,
             question_ids=_question_ids(question_ids),
             images=images,
+            fetch_image_urls=fetch_image_urls,
         )
     except ValidationError as error:
         where, message = first_problem(error)
@@ -170,6 +172,7 @@ def gamut(
     limit: int | None = None,
     question_ids: str | list[str] | None = None,
     images: str | None = None,
+    fetch_image_urls: bool = False,
     max_tokens: int = 1024,
     rationale: bool = False,
     judge_retries: int = 2,
@@ -186,6 +189,7 @@ def gamut(
         limit: the first N questions (after ``question_ids``).
         question_ids: these questions only (a comma-separated string or a list).
         images: where referenced images are (``crag-mm``, ``crag-mm=PATH`` or a folder).
+        fetch_image_urls: download the CRAG-MM photos held only as an ``image_url``.
         max_tokens: the candidate's answer length cap.
         rationale: the grader writes a short rationale before each verdict.
         judge_retries: extra attempts at a verdict that cannot be read.
@@ -200,7 +204,15 @@ def gamut(
         raise PrerequisiteError(
             f"gamut_hf/gamut: -T judge_retries: expected a whole number of at least 0, got {judge_retries}"
         )
-    samples = gamut_samples(dataset, variant, revision=revision, limit=limit, question_ids=question_ids, images=images)
+    samples = gamut_samples(
+        dataset,
+        variant,
+        revision=revision,
+        limit=limit,
+        question_ids=question_ids,
+        images=images,
+        fetch_image_urls=fetch_image_urls,
+    )
     return Task(
         dataset=MemoryDataset(samples, name=dataset),
         solver=answer(grader_fallback=grader_fallback),

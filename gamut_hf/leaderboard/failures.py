@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gamut_hf.core.rubric import ITEM_TYPES, TIERS, VERDICTS
+from gamut_hf.dataset.release import CitedSnippet
 from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESPONSES_FILE
 from gamut_hf.leaderboard.entries import Entry
 from gamut_hf.reports.figures import VERDICT_COLOURS
@@ -34,8 +35,9 @@ class QuestionInfo:
 
     question: str
     text_question: str
-    items: list[dict]  # meta-rubric items: id, type, tier, label
+    items: list[dict] | None  # meta-rubric items: id, type, tier, label; None: the layout has no meta-rubric
     image: Callable[[], Any] | None = None  # decodes the image when a question is opened
+    evidence: dict[str, tuple[CitedSnippet, ...]] = field(default_factory=dict)  # cited per check (the release)
 
 
 def dataset_questions(source: str) -> dict[str, QuestionInfo]:
@@ -53,11 +55,14 @@ def dataset_questions(source: str) -> dict[str, QuestionInfo]:
         question.id: QuestionInfo(
             question.prompt("multimodal"),
             question.text_question,
-            [
+            None
+            if question.meta_rubric is None
+            else [
                 {"id": item.id, "type": item.type, "tier": item.tier, "label": item.label}
                 for item in question.meta_rubric.items
             ],
             image_of(row) if embedded else None,
+            question.evidence,
         )
         for row, question in enumerate(iter_questions(data, "text_only"))
     }
@@ -210,7 +215,15 @@ class FailureIndex:
             + (html.escape(response) if isinstance(response, str) else "<em>not stored</em>")
             + "</div></details>",
         ]
-        items = self.info[question_id].items if question_id in self.info else []
+        info = self.info.get(question_id)
+        items = (info.items if info else None) or []
+        if info is not None and info.items is None:
+            parts.append(
+                "<p class='no-meta-rubric' style='font-size:0.85em;color:#555'>No meta-rubric view: this dataset "
+                "has no typed meta-rubric (the official release publishes its checks already compiled), so each "
+                "check is listed on its own with the snippets it cites.</p>"
+            )
+        evidence = info.evidence if info else {}
         known = {item["id"] for item in items}
         scaffold = items + [
             {"id": i, "type": t, "tier": "", "label": ""}
@@ -237,7 +250,24 @@ class FailureIndex:
                     f"padding-left:6px;margin:3px 0;list-style:none'><code>{html.escape(str(check.check_id))}</code> "
                     f"<b style='color:{colour}'>{html.escape(str(check.verdict).replace('_', ' '))}</b> "
                     f"<small>{html.escape(str(check.tier))}, {html.escape(str(check.kind))}</small><br>"
-                    f"{html.escape(str(check.check_text))}{rationale}</li>"
+                    f"{html.escape(str(check.check_text))}{rationale}{_cited(evidence.get(str(check.check_id), ()))}</li>"
                 )
             parts.append("</ul>")
         return "".join(parts)
+
+
+def _cited(snippets: tuple[CitedSnippet, ...]) -> str:
+    """The snippets a check cites, folded under it; a citation naming no snippet says so."""
+    if not snippets:
+        return ""
+    shown = "".join(
+        f"<li><b>{html.escape(s.citation)}</b> "
+        + (
+            "<em>cites no snippet of this question</em>"
+            if s.dangling
+            else f"{html.escape(s.title or '')}: {html.escape(s.text or '')}"
+        )
+        + "</li>"
+        for s in snippets
+    )
+    return f"<details class='evidence'><summary>evidence ({len(snippets)})</summary><ul>{shown}</ul></details>"

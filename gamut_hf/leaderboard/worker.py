@@ -72,9 +72,9 @@ def fault_of(error: BaseException) -> Fault:
 
 def question_ids(dataset: str, variant: Variant) -> list[str]:
     """The questions of ``dataset`` a submission may answer (only the id column is read)."""
-    from gamut_hf.dataset.loader import load_gamut
+    from gamut_hf.dataset.loader import dataset_question_ids, load_gamut
 
-    return list(load_gamut(dataset, variant)["id"])
+    return dataset_question_ids(load_gamut(dataset, variant))
 
 
 def public_reason(error: BaseException, folders: tuple[Path, ...]) -> str:
