@@ -66,13 +66,11 @@ def build(
 def stats(dataset: str, as_json: bool, revision: str | None) -> None:
     """Rubric statistics (the paper's table) of a built folder, annotation folder, hub id or the sample."""
     from gamut_hf.dataset.loader import iter_questions, load_gamut
-    from gamut_hf.dataset.stats import NO_STRUCTURE, RubricRecord, rubric_stats, stats_markdown
+    from gamut_hf.dataset.stats import RubricRecord, rubric_stats, stats_markdown
 
     data = load_gamut(dataset, "text_only", revision=revision)  # no images needed
     result = rubric_stats(RubricRecord(q.domain, q.meta_rubric, q.checks) for q in iter_questions(data, "text_only"))
     click.echo(result.model_dump_json(indent=2) if as_json else stats_markdown(result).rstrip())
-    if not result.has_meta_rubrics:
-        click.echo(f"{dataset}: the structure rows are {NO_STRUCTURE}", err=True)
 
 
 @click.command()
@@ -114,14 +112,30 @@ def synthetic(out: str, questions: int, seed: int) -> None:
     help="Where the release's photos are: crag-mm (the hub dataset), crag-mm=PATH (a local copy) or a folder.",
 )
 @click.option("--fetch-image-urls", is_flag=True, help="Download the CRAG-MM photos it holds only as an image_url.")
+@click.option(
+    "--skip-missing-photos",
+    is_flag=True,
+    help="Leave the questions without a usable photo out of the multimodal configuration (named), instead of refusing.",
+)
 @click.option("--revision", default=None, help="Hub revision of SOURCE.")
-def convert(source: str, out: str, images: str, fetch_image_urls: bool, revision: str | None) -> None:
+def convert(
+    source: str, out: str, images: str, fetch_image_urls: bool, skip_missing_photos: bool, revision: str | None
+) -> None:
     """The official release's layout (SOURCE: facebook/GAMUT, or a folder in its layout) into gamut-hf's,
     in OUT: the typed columns, photos embedded, the meta-rubric empty (the release has none)."""
     from gamut_hf.dataset.convert import convert_release
     from gamut_hf.dataset.loader import image_resolver
 
-    rows = convert_release(source, out, images=image_resolver(images, fetch_urls=fetch_image_urls), revision=revision)
+    converted = convert_release(
+        source,
+        out,
+        images=image_resolver(images, fetch_urls=fetch_image_urls),
+        revision=revision,
+        skip_missing_photos=skip_missing_photos,
+    )
+    for reason in converted.left_out:
+        click.echo(f"left out of multimodal: {reason}", err=True)
+    rows = converted.rows
     click.echo(
         f"converted {source} into {out}: multimodal {rows['multimodal']} questions, text_only {rows['text_only']}; "
         "no meta-rubric (the release publishes its checks compiled)"

@@ -50,14 +50,18 @@ def _size_category(n: int) -> str:
 
 
 def card_metadata(
-    pretty_name: str, features: Mapping[Variant, Features], rows: int, sizes: Mapping[Variant, int], license: str
+    pretty_name: str,
+    features: Mapping[Variant, Features],
+    rows: Mapping[Variant, int],
+    sizes: Mapping[Variant, int],
+    license: str,
 ) -> str:
     data = DatasetCardData(
         license=license,
         language="en",
         pretty_name=pretty_name,
         task_categories=["visual-question-answering", "question-answering"],
-        size_categories=_size_category(rows),
+        size_categories=_size_category(max(rows.values())),
         tags=["factual-completeness", "rubric", "llm-as-a-judge", "long-form", "benchmark"],
         configs=[
             {
@@ -72,7 +76,9 @@ def card_metadata(
         {
             variant: DatasetInfo(
                 features=features[variant],
-                splits=SplitDict({"test": SplitInfo(name="test", num_bytes=sizes[variant], num_examples=rows)}),
+                splits=SplitDict(
+                    {"test": SplitInfo(name="test", num_bytes=sizes[variant], num_examples=rows[variant])}
+                ),
                 dataset_size=sizes[variant],
             )
             for variant in VARIANTS
@@ -175,7 +181,7 @@ def render_card(
     params = ", ".join(f"`{k}={v}`" for k, v in compile_params.model_dump().items())
     load_id, load_note = _where_to_load(repo_id)
     body = Template(TEMPLATE.read_text(encoding="utf-8")).substitute(
-        metadata=card_metadata(pretty_name, features, len(questions), sizes, license),
+        metadata=card_metadata(pretty_name, features, dict.fromkeys(VARIANTS, len(questions)), sizes, license),
         build_marker=BUILD_MARKER,
         pretty_name=pretty_name,
         questions=len(questions),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,27 @@ from gamut_hf.atomic import OwnedFolder
 from gamut_hf.core.names import VARIANTS, Variant
 from gamut_hf.dataset.card import CARD_FILE, card_metadata
 from gamut_hf.dataset.features import evidence_to_rows, gamut_features
-from gamut_hf.dataset.loader import GamutQuestion, ImageResolver, iter_questions, load_gamut, resolve_images
+from gamut_hf.dataset.loader import (
+    GamutQuestion,
+    ImageResolver,
+    NoPhoto,
+    iter_questions,
+    load_gamut,
+    resolve_images,
+    try_images,
+)
 from gamut_hf.dataset.stats import RubricRecord, rubric_stats, stats_markdown
 from gamut_hf.files import InputError
 
 # What a converted row records in place of a build's compile provenance.
 RELEASE_RUBRIC_VERSION = "facebook/GAMUT release (checks as published; no meta-rubric)"
 IMAGE_SOURCE = "CRAG-MM (crag-mm-2025/crag-mm-single-turn-public), by session_id"
+
+
+@dataclass(frozen=True)
+class Converted:
+    rows: dict[Variant, int]  # per configuration
+    left_out: list[str]  # why each question left out of the multimodal configuration is
 
 
 def _png_bytes(image: Any) -> dict[str, Any]:
@@ -67,8 +82,11 @@ def convert_release(
     revision: str | None = None,
     pretty_name: str = "GAMUT (converted from the official release)",
     license: str = "cc-by-nc-4.0",
-) -> dict[Variant, int]:
-    """Write SOURCE (the release's layout) into OUT in gamut-hf's layout; returns the rows per configuration."""
+    skip_missing_photos: bool = False,
+) -> Converted:
+    """Write SOURCE (the release's layout) into OUT in gamut-hf's layout. A question without a usable
+    photo refuses the whole conversion, naming each, unless ``skip_missing_photos`` leaves it out of
+    the multimodal configuration (the text_only one keeps every question)."""
     splits = {variant: load_gamut(source, variant, revision=revision) for variant in VARIANTS}
     for variant, data in splits.items():
         if "rubrics" not in data.column_names:
@@ -76,7 +94,16 @@ def convert_release(
     text = list(iter_questions(splits["text_only"], "text_only"))
     named = {q.id: q.text_question for q in text}
     photographed = list(iter_questions(splits["multimodal"], "text_only"))  # photos below, all missing ones named
-    photos = resolve_images(splits["multimodal"], images, str(source), _png_bytes)
+    left_out: list[str] = []
+    if skip_missing_photos:
+        found = try_images(splits["multimodal"], images, _png_bytes)
+        left_out = [value.reason for value in found if isinstance(value, NoPhoto)]
+        kept = [(q, photo) for q, photo in zip(photographed, found, strict=True) if not isinstance(photo, NoPhoto)]
+        photographed, photos = [q for q, _ in kept], [photo for _, photo in kept]
+    else:
+        photos = resolve_images(
+            splits["multimodal"], images, str(source), _png_bytes, advice="or --skip-missing-photos leaves them out"
+        )
     questions: dict[Variant, list[tuple[GamutQuestion, str]]] = {
         "multimodal": [(q, named.get(q.id, q.text_question)) for q in photographed],
         "text_only": [(q, q.text_question) for q in text],
@@ -97,8 +124,10 @@ def convert_release(
             table.to_parquet(path)
             sizes[variant] = path.stat().st_size
         stats = rubric_stats(RubricRecord(q.domain, None, q.checks) for q, _ in questions["text_only"])
-        owned.write_text(CARD_FILE, _card(pretty_name, license, features, tables, sizes, stats, str(source)))
-    return {variant: len(table) for variant, table in tables.items()}
+        owned.write_text(
+            CARD_FILE, _card(pretty_name, license, features, tables, sizes, stats, str(source), len(left_out))
+        )
+    return Converted({variant: len(table) for variant, table in tables.items()}, left_out)
 
 
 def _card(
@@ -109,17 +138,20 @@ def _card(
     sizes: Mapping[Variant, int],
     stats: Any,
     source: str,
+    left_out: int,
 ) -> str:
-    rows = max(len(table) for table in tables.values())
-    metadata = card_metadata(pretty_name, features, rows, sizes, license)
+    metadata = card_metadata(pretty_name, features, {v: len(t) for v, t in tables.items()}, sizes, license)
     return f"""---
-{metadata}---
+{metadata}
+---
 
 # {pretty_name}
 
 Converted by `gamut convert` (gamut-hf) from `{source}`, a dataset in the official GAMUT release's layout,
 into gamut-hf's layout: configurations `multimodal` ({len(tables["multimodal"])} rows, photos from CRAG-MM
-embedded) and `text_only` ({len(tables["text_only"])} rows), split `test`.
+embedded) and `text_only` ({len(tables["text_only"])} rows), split `test`.{
+        f" {left_out} questions without a usable photo are in `text_only` only." if left_out else ""
+    }
 
 **The meta-rubric is empty.** The release publishes its binary checks already compiled and no typed
 meta-rubric, so `meta_rubric` is an empty list in every row, `compile_params` is null, and `binary_rubric`

@@ -178,28 +178,45 @@ def _download(url: str, where: str) -> bytes:
         raise InputError(f"{where}: cannot download {url} ({type(error).__name__}: {error})") from None
 
 
-def resolve_images(
-    rows: Iterable[Mapping[str, Any]], resolver: ImageResolver, where: str, use: Callable[[PILImage.Image], T]
-) -> list[T]:
-    """``use`` of every row's referenced photo (a hash, an encoding: one photo in memory at a time);
-    the rows without a usable one are named together in one line (the multimodal variant cannot ask
-    them), so a user fixes them all at once."""
-    images: list[T] = []
-    missing = []
+@dataclass(frozen=True)
+class NoPhoto:
+    """Why a row has no usable photo (the message names the question)."""
+
+    reason: str
+
+
+def try_images(
+    rows: Iterable[Mapping[str, Any]], resolver: ImageResolver, use: Callable[[PILImage.Image], T]
+) -> list[T | NoPhoto]:
+    """``use`` of every row's referenced photo (a hash, an encoding: one photo in memory at a time),
+    or for a row without a usable one why not."""
+    found: list[T | NoPhoto] = []
     for row in rows:
         try:
-            image = resolver(row)
+            found.append(use(resolver(row)))
         except (ImageNotFound, InputError) as error:
-            missing.append(str(error))
-        else:
-            images.append(use(image))
+            found.append(NoPhoto(str(error)))
+    return found
+
+
+def resolve_images(
+    rows: Iterable[Mapping[str, Any]],
+    resolver: ImageResolver,
+    where: str,
+    use: Callable[[PILImage.Image], T],
+    advice: str = "leave them out with --question-id, or use the text_only variant",
+) -> list[T]:
+    """:func:`try_images`, where the rows without a usable photo are named together in one line
+    (the multimodal variant cannot ask them), so a user fixes them all at once."""
+    found = try_images(rows, resolver, use)
+    missing = [value.reason for value in found if isinstance(value, NoPhoto)]
     if missing:
         shown = "; ".join(missing[:3]) + (f"; and {len(missing) - 3} more" if len(missing) > 3 else "")
         raise InputError(
-            f"{where}: {len(missing)} of {len(images) + len(missing)} questions have no usable photo for the "
-            f"multimodal variant ({shown}); leave them out with --question-id, or use the text_only variant"
+            f"{where}: {len(missing)} of {len(found)} questions have no usable photo for the "
+            f"multimodal variant ({shown}); {advice}"
         )
-    return images
+    return [value for value in found if not isinstance(value, NoPhoto)]
 
 
 def image_resolver(spec: str, *, fetch_urls: bool = False) -> ImageResolver:
@@ -297,12 +314,24 @@ def row_id(row: Mapping[str, Any]) -> str:
 
 
 def _folder_fingerprint(folder: Path) -> str:
+    """The files of ``folder`` (or the one file it is) by name, size and modification time."""
     # The layout too: a cached build made by an older gamut-hf has other columns.
     digest = hashlib.sha256(DATASET_LAYOUT.encode())
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    files = [folder] if folder.is_file() else sorted(p for p in folder.rglob("*") if p.is_file())
+    for path in files:
         stat = path.stat()
-        digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+        digest.update(f"{path.relative_to(folder.parent)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     return digest.hexdigest()[:16]
+
+
+def _local_cache_dir(where: str) -> str | None:
+    """Where ``datasets`` keeps its Arrow copy of a local folder or file: a place of its own per
+    content. Its default cache is keyed by the folder's name and its card's file patterns, not by
+    the files: a folder rewritten in place (or another of the same name) was read stale."""
+    path = Path(where)
+    if not path.exists():
+        return None  # a hub id: the hub's revision keys the default cache
+    return str(cache_root() / "datasets" / f"{path.name}-{_folder_fingerprint(path.resolve())}")
 
 
 def built_folder(annotations: str | Path) -> Path:
@@ -323,8 +352,10 @@ def resolve_source(source: str | Path) -> str:
     path = Path(source)
     if path.is_dir() and (path / QUESTIONS_FILE).is_file():
         return str(built_folder(path))
+    if path.is_file() and path.suffix == ".parquet":
+        return str(path)  # one split's file, as downloaded from the hub (e.g. data/test_text_only-*.parquet)
     if path.exists() and not path.is_dir():
-        raise InputError(f"{source}: expected a dataset folder, an annotation folder or a hub id")
+        raise InputError(f"{source}: expected a dataset folder, a parquet file, an annotation folder or a hub id")
     if not path.exists() and (str(source).startswith((".", "/")) or str(source).count("/") != 1):
         raise InputError(f"{source}: no such folder, and not a hub id of the form owner/name")
     return str(source)
@@ -333,17 +364,21 @@ def resolve_source(source: str | Path) -> str:
 def load_gamut(
     source: str | Path = SAMPLE_NAME, variant: Variant = "multimodal", *, revision: str | None = None
 ) -> datasets.Dataset:
-    """Load one variant of a GAMUT dataset: our hub layout or the official one."""
+    """Load one variant of a GAMUT dataset: gamut-hf's configurations, the official release's splits, or
+    one parquet file (a split as downloaded); its layout is checked by its columns before any row is read."""
     if variant not in VARIANTS:
         raise InputError(f"unknown variant {variant!r}; expected one of {', '.join(VARIANTS)}")
     where = resolve_source(source)
+    cache_dir = _local_cache_dir(where)
     try:
-        configs = datasets.get_dataset_config_names(where, revision=revision)
-        if set(VARIANTS) <= set(configs):
-            data = datasets.load_dataset(where, variant, split="test", revision=revision)
+        if where.endswith(".parquet") and Path(where).is_file():
+            # One file is one split: the variant is the user's to choose (--variant).
+            data = datasets.load_dataset("parquet", data_files=where, split="train", cache_dir=cache_dir)
+        elif set(VARIANTS) <= set(datasets.get_dataset_config_names(where, revision=revision)):
+            data = datasets.load_dataset(where, variant, split="test", revision=revision, cache_dir=cache_dir)
         else:
             # The official release: one configuration, a split per variant.
-            data = datasets.load_dataset(where, split=OFFICIAL_SPLITS[variant], revision=revision)
+            data = datasets.load_dataset(where, split=OFFICIAL_SPLITS[variant], revision=revision, cache_dir=cache_dir)
     except (ConnectionError, FileNotFoundError, DatasetNotFoundError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise InputError(f"{source}: cannot load the {variant} variant ({reason})") from None

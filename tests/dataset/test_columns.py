@@ -109,7 +109,11 @@ def layout_1_copy(built: Path, old: Path) -> Path:
         variant: sum(p.stat().st_size for p in (old / variant).iterdir()) for variant in ("multimodal", "text_only")
     }
     metadata = card_metadata(
-        "GAMUT", {"multimodal": multimodal.features, "text_only": text_only.features}, len(text_only), sizes, "cc0-1.0"
+        "GAMUT",
+        {"multimodal": multimodal.features, "text_only": text_only.features},
+        dict.fromkeys(("multimodal", "text_only"), len(text_only)),
+        sizes,
+        "cc0-1.0",
     )
     body = card_body(built)
     (old / "README.md").write_text(f"---\n{metadata}\n---\n{body}", encoding="utf-8")

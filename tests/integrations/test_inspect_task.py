@@ -334,3 +334,22 @@ def test_a_bad_task_option_is_refused_in_one_line(endpoint, tmp_path, task_arg, 
     shown = " ".join((done.stdout + done.stderr).split())  # inspect wraps long lines
     assert said in shown, shown[-2000:]
     assert "Traceback" not in shown and log is None
+
+
+def test_inspect_eval_on_the_official_release_layout_gives_gamut_runs_rows_and_score(endpoint, tmp_path):
+    """Issue 32: the release's layout (written straight with pyarrow), photos joined from CRAG-MM."""
+    from release_fixture import write_crag_mm, write_release
+
+    folder, crag = write_release(tmp_path / "GAMUT"), write_crag_mm(tmp_path / "crag.parquet")
+    task = [f"dataset={folder}", "variant=multimodal", f"images=crag-mm={crag}", "limit=2"]
+    done, log = inspect_eval(endpoint.url, tmp_path / "logs", *task)
+    assert done.returncode == 0 and log is not None, (done.stdout + done.stderr)[-3000:]
+    imported = run_gamut("import-inspect", log, "--out", tmp_path / "inspect-run")
+    assert imported.code == 0, imported.err
+    ran = run_gamut("run", "--out", tmp_path / "run", "--dataset", folder, "--variant", "multimodal",
+                    "--images", f"crag-mm={crag}", "--limit", "2", "--model", "good-model", "--backend", "openai",
+                    "--base-url", endpoint.url, "--judge", "strict-judge", "--judge-backend", "openai",
+                    "--judge-base-url", endpoint.url)  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert results(tmp_path / "inspect-run")["score"] == results(tmp_path / "run")["score"]
+    assert details(tmp_path / "inspect-run") == details(tmp_path / "run")
