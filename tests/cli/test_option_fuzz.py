@@ -113,7 +113,7 @@ def pipeline_options(model_options: list[str], judge_options: list[str], shard: 
     options = {
         name: None
         for name in (
-            "out dataset revision images variant model backend judge judge_backend concurrency batch_size "
+            "out dataset revision images fetch_image_urls variant model backend judge judge_backend concurrency batch_size "
             "judge_batch_size limit max_tokens rationale judge_retries retry_errors errors_as_missing all_questions"
         ).split()
     }
