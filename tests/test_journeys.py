@@ -358,3 +358,44 @@ def test_submissions_are_judged_and_join_the_board(installed, space, scripted_en
     image, header, left, right = client.predict(failing[0]["question"], [complete_key], api_name="/question")
     assert "Text-only question:" in header
     assert "Answer by poor-model" in left and "verdict-missing" in left and right == ""
+
+
+def test_the_official_release_layout_from_the_install(installed, scripted_endpoint):
+    """Issue 32: a folder in the official release's layout and a CRAG-MM-shaped parquet (both written
+    straight with pyarrow, tests/release_fixture.py), used from the install: `gamut run` on both
+    splits, `gamut convert`, the converted copy scoring the same, `inspect eval`, then the report."""
+    from release_fixture import write_crag_mm, write_release
+
+    url, work = scripted_endpoint.url, installed.work / "release"
+    folder, crag = write_release(work / "GAMUT"), write_crag_mm(work / "crag-mm.parquet")
+    api = ["--model", "good-model", "--backend", "openai", "--base-url", url,
+           "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", url]  # fmt: skip
+    photos = ["--images", f"crag-mm={crag}", "--limit", "2"]
+    for variant, extra in (("text_only", []), ("multimodal", photos)):
+        done = installed.gamut("run", "--out", work / variant, "--dataset", folder, "--variant", variant, *extra, *api)
+        assert done.code == 0, done.err
+    converted = installed.gamut("convert", folder, work / "converted", *photos[:2], "--skip-missing-photos")
+    assert converted.code == 0, converted.err
+    done = installed.gamut("run", "--out", work / "converted-run", "--dataset", work / "converted",
+                           "--variant", "text_only", *api)  # fmt: skip
+    assert done.code == 0, done.err
+    score = json.loads((work / "text_only" / "results.json").read_text())["score"]
+    assert json.loads((work / "converted-run" / "results.json").read_text())["score"] == score
+
+    grader = f"grader={{model: openai-api/fake/strict-judge, model_args: {{base_url: '{url}'}}}}"
+    logs = work / "inspect-logs"
+    done = subprocess.run(
+        [str(installed.bin / "inspect"), "eval", "gamut_hf/gamut", "--model", "openai-api/fake/good-model",
+         "--model-base-url", url, "--model-role", grader, "-T", f"dataset={folder}", "-T", "variant=multimodal",
+         "-T", f"images=crag-mm={crag}", "-T", "limit=2", "--log-dir", str(logs), "--display", "plain"],
+        cwd=installed.work, env={**installed.env, "FAKE_API_KEY": "EMPTY"}, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (log,) = logs.glob("*.eval")
+    imported = installed.gamut("import-inspect", log, "--out", work / "inspect-run")
+    assert imported.code == 0, imported.err
+    multimodal = json.loads((work / "multimodal" / "results.json").read_text())["score"]
+    assert json.loads((work / "inspect-run" / "results.json").read_text())["score"] == multimodal
+    done = installed.gamut("report", work / "text_only", work / "multimodal", "--out", work / "report")
+    assert done.code == 0, done.err
+    assert re.search(r"^\|\s*1\s*\|\s*good-model\s*\|", (work / "report" / "report.md").read_text(), re.MULTILINE)
