@@ -100,25 +100,37 @@ class BackendStats:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens and self.cached_tokens else None
 
 
-# Options that change speed or placement but never the output (left out of cache keys).
+# Options that change speed, memory or placement but never the output: left out of the
+# fingerprint, so changing one reuses every stored answer and verdict. Every other option is part
+# of it and a change makes a rerun generate (or judge) again: model, dtype, quantization,
+# kv_cache_dtype (a quantised KV cache changes what attention reads), max_model_len (what fits in a
+# sequence), max_pixels (what the model sees of an image), seed, choice_rule, structured, ...
 VOLATILE_OPTIONS: frozenset[str] = frozenset(
     {
-        "concurrency",
+        # every backend
         "batch_size",
-        "tensor_parallel_size",
-        "pipeline_parallel_size",
         "device",
-        "gpu_memory_utilization",
+        "prefix_reuse",
+        # OpenAI-compatible endpoints
+        "concurrency",
         "timeout",
         "max_retries",
         "api_key_env",
         "base_url",
         "base_urls",
-        "enable_prefix_caching",
+        # vLLM engines: parallelism, memory and scheduling
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "enable_expert_parallel",
         "distributed_executor_backend",
-        "prefix_reuse",
+        "mm_encoder_tp_mode",
+        "gpu_memory_utilization",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "async_scheduling",
+        "enable_prefix_caching",
         "enforce_eager",
-        "max_model_len",
         "block_size",
     }
 )

@@ -100,6 +100,7 @@ class VLLMBackend(Backend):
         dtype: str = "auto",
         seed: int = 0,
         block_size: int | None = None,
+        **engine_args: Any,  # any other field of vLLM's EngineArgs (names checked in options.py)
     ):
         super().__init__(
             model,
@@ -114,6 +115,7 @@ class VLLMBackend(Backend):
             dtype=dtype,
             seed=seed,
             block_size=block_size,
+            **engine_args,
         )
         try:
             self.model_path = resolve_model(model)
@@ -132,6 +134,7 @@ class VLLMBackend(Backend):
             # that halves the engine (2.58 vs 1.16 checks/s measured). The user's setting wins.
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         kwargs: dict[str, Any] = dict(
+            engine_args,
             model=self.model_path,
             tensor_parallel_size=tensor_parallel_size,
             pipeline_parallel_size=pipeline_parallel_size,
@@ -150,9 +153,12 @@ class VLLMBackend(Backend):
             kwargs["block_size"] = block_size
         if self.multimodal:
             # One image and no video a prompt: left unlimited, vLLM sizes its memory for a worst-case video.
-            kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0}
+            kwargs["limit_mm_per_prompt"] = {"image": 1, "video": 0, **(engine_args.get("limit_mm_per_prompt") or {})}
             if max_pixels is not None:
-                kwargs["mm_processor_kwargs"] = {"max_pixels": max_pixels}
+                kwargs["mm_processor_kwargs"] = {
+                    **(engine_args.get("mm_processor_kwargs") or {}),
+                    "max_pixels": max_pixels,
+                }
         self.supports_images = self.multimodal  # per instance: depends on the model
         started = time.perf_counter()
         try:

@@ -30,7 +30,8 @@ MODEL = "smollm2-135m"
 
 
 def engine_options() -> dict:
-    options = {"enforce_eager": True, "max_model_len": 4096}
+    # max_num_seqs is no option of ours: one of vLLM's EngineArgs, passed through to the engine.
+    options = {"enforce_eager": True, "max_model_len": 4096, "max_num_seqs": 8}
     if on_cpu():
         options["gpu_memory_utilization"] = CPU_GPU_MEMORY_UTILIZATION
     return options
@@ -43,6 +44,13 @@ def backend():
     print(f"\n[vllm] engine start {time.perf_counter() - started:.1f} s")
     yield engine
     engine.close()
+
+
+def test_an_engine_argument_of_vllms_own_reaches_the_engine(backend):
+    """--model-option max_num_seqs=8 is vLLM's: the engine runs with it, and the fingerprint keeps it
+    out (it changes only how many sequences run at once)."""
+    assert backend._llm.llm_engine.vllm_config.scheduler_config.max_num_seqs == 8
+    assert "max_num_seqs" not in backend.fingerprint() and backend.fingerprint()["max_model_len"] == 4096
 
 
 def test_batch_of_chat_requests_in_order_with_token_counts(backend):
