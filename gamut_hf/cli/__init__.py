@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from gamut_hf.cli import authoring, dataset, evaluation, integrations, leaderboard, reports, rubrics
+from gamut_hf.cli import authoring, dataset, doctor, evaluation, integrations, leaderboard, reports, rubrics
 from gamut_hf.cli.options import EXIT_BAD_INPUT
 from gamut_hf.errors import GamutError, shown
 
@@ -39,7 +39,7 @@ def cli() -> None:
     """GAMUT: factual completeness of long answers, graded check by check."""
 
 
-for _group in (rubrics, dataset, evaluation, reports, leaderboard, authoring, integrations):
+for _group in (rubrics, dataset, evaluation, reports, leaderboard, authoring, integrations, doctor):
     for _command in _group.COMMANDS:
         cli.add_command(_command)
 

@@ -42,6 +42,40 @@ def _price(text: str | None, flag: str) -> Any:
     return Price(prompt=prompt, output=output)
 
 
+def audit_options(command: Any) -> Any:
+    """--audit: the judge's audit with the run's own judge engine (one load for both)."""
+    for option in reversed(
+        [
+            click.option(
+                "--audit",
+                is_flag=True,
+                help="Audit the judge first with the engine the run then judges with (as `gamut judge-audit`, "
+                "one load of the judge for both).",
+            ),
+            click.option(
+                "--audit-out",
+                metavar="DIR",
+                help="The audit's folder [default: judge-audit-<judge>-<backend> beside --out, where "
+                "`gamut report` finds it].",
+            ),
+            click.option(
+                "--audit-limit", type=click.IntRange(min=1), help="Audit only the responses of the first N questions."
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _audit_first(options: dict[str, Any]) -> tuple[bool, Path | None, int | None]:
+    """Whether an audit is asked for, its folder (None: the default, once the judge is known) and
+    limit, taken out of the run's options."""
+    audit, folder, limit = options.pop("audit", False), options.pop("audit_out", None), options.pop("audit_limit", None)
+    if not audit and (folder is not None or limit is not None):
+        raise BadInput("--audit-out and --audit-limit go with --audit")
+    return audit, Path(folder) if folder is not None else None, limit
+
+
 def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     from gamut_hf.evaluation.config import (
         inherited_settings,
@@ -50,6 +84,7 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     )
     from gamut_hf.evaluation.pipeline import run as run_pipeline
 
+    audit, audit_folder, audit_limit = _audit_first(options)
     dry_run, prices = (
         options.pop("dry_run"),
         {
@@ -72,6 +107,10 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}",
         err=True,
     )
+    if audit and audit_folder is None:
+        from gamut_hf.evaluation.audit import default_audit_folder
+
+        audit_folder = Path(options["out"]).parent / default_audit_folder(config.judge)
     if dry_run:
         from gamut_hf.evaluation.plan import plan_lines, plan_run, stored_work
         from gamut_hf.evaluation.source import QuestionSource
@@ -85,17 +124,60 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         )
         for line in plan_lines(plan, config):
             click.echo(line)
+        if audit_folder is not None:
+            click.echo(f"then the judge's audit into {audit_folder}, with the judge's engine of the judge stage")
         return
     elif any(prices.values()):
         raise BadInput("--model-price and --judge-price go with --dry-run (the estimate of a run's cost)")
-    results, reports = run_pipeline(config, options["out"], stages=stages, echo=lambda line: click.echo(line, err=True))
+    if audit_folder is None:
+        results, reports = run_pipeline(config, options["out"], stages=stages, echo=echo_err)
+    else:
+        results, reports = _run_with_audit(config, options["out"], stages, audit_folder, audit_limit)
     if results is not None:
         print_summary(results, options["out"])
     exit_if_every_request_failed(reports)
 
 
+def echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _run_with_audit(config: Any, out: str, stages: tuple[str, ...], folder: Path, limit: int | None) -> Any:
+    """The run, with the judge's audit (into ``folder``) judged by the judge stage's own engine."""
+    from gamut_hf.atomic import claimed_folder
+    from gamut_hf.evaluation.audit import AUDIT_FOLDER_FILES, run_audit
+    from gamut_hf.evaluation.pipeline import run as run_pipeline
+    from gamut_hf.reports.audit_report import summary_lines, write_audit_report
+
+    def audit(shared: Any) -> None:
+        echo_err(f"judge audit: {config.judge.name} ({config.judge.backend}) into {folder}")
+        results = run_audit(
+            config.judge,
+            folder,
+            rationale=config.rationale,
+            judge_retries=config.judge_retries,
+            judge_batch_size=config.judge_batch_size,
+            limit=limit,
+            echo=echo_err,
+            shared=shared,
+        )
+        write_audit_report(results, folder)
+        for line in summary_lines(results):
+            click.echo(line)
+        click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
+
+    with claimed_folder(
+        folder,
+        "judge-audit",
+        names=AUDIT_FOLDER_FILES,
+        advice="give --audit-out a new or empty folder, or an audit folder",
+    ):
+        return run_pipeline(config, out, stages=stages, echo=echo_err, before_judging=audit)
+
+
 @click.command("run", epilog=EXIT_STATUS_HELP)
 @pipeline_options
+@audit_options
 def run_command(**options: Any) -> None:
     """Generate, judge and score: DIR receives results.json and details.parquet.
 
@@ -103,6 +185,8 @@ def run_command(**options: Any) -> None:
     on the CPU as candidate and judge. Stopped at any point (Ctrl-C, a crash, SIGKILL) and
     started again with the same command, it redoes only unfinished work. Options not given
     are taken from the run already in DIR, if any. --dry-run says first what it would send.
+    --audit measures the judge first (as `gamut judge-audit`), with the engine that then judges
+    the run, and writes the audit beside DIR, where `gamut report` shows it.
 
     \b
     Examples:
@@ -130,6 +214,7 @@ def generate(**options: Any) -> None:
 
 @click.command(epilog=EXIT_STATUS_HELP)
 @pipeline_options
+@audit_options
 def judge(**options: Any) -> None:
     """Judge the stored answers (a new --judge reuses them), then score.
 

@@ -241,10 +241,12 @@ def audit_config(
     )
 
 
-def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) -> tuple[dict[str, str], Any]:
+def judge_audit_set(
+    config: Any, audit: AuditSet, out: Path, echo: Any = print, shared: Any = None
+) -> tuple[dict[str, str], Any]:
     """Judge every check of every audit response (what is stored is not judged again); returns
     ``{"<response id>\\t<check id>": outcome}`` (``error`` for an unreadable verdict) and the
-    judge stage's report."""
+    judge stage's report. ``shared``: a started judge to use (a pipeline's SharedBackend)."""
     from gamut_hf.evaluation.pipeline import (
         generation_key,
         import_answers,
@@ -261,7 +263,7 @@ def judge_audit_set(config: Any, audit: AuditSet, out: Path, echo: Any = print) 
             judge=config.judge.model_dump(mode="json"),
         )
         import_answers(config, source, store, {r.id: r.response for r in audit.responses})
-        stage = judge(config, source, store, echo)
+        stage = judge(config, source, store, echo, shared)
         keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in source.questions}
         generations = store.generations(keys.values())
         wanted = {
@@ -676,9 +678,11 @@ def run_audit(
     limit: int | None = None,
     retry_errors: bool = False,
     echo: Any = print,
+    shared: Any = None,
 ) -> AuditResults:
     """Judge the audit set (or the --labels file) with ``judge`` into the store in ``out`` and
-    measure it; :func:`gamut_hf.reports.audit_report.write_audit_report` writes the results."""
+    measure it; :func:`gamut_hf.reports.audit_report.write_audit_report` writes the results.
+    ``shared``: the judge already started for a run (``gamut run --audit``), used and left open."""
     from gamut_hf.evaluation.judge import JUDGE_PROMPT_VERSION
 
     audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
@@ -694,7 +698,7 @@ def run_audit(
         judge_batch_size=judge_batch_size,
         retry_errors=retry_errors,
     )
-    judged, stage = judge_audit_set(config, audit, folder, echo)
+    judged, stage = judge_audit_set(config, audit, folder, echo, shared)
     return AuditResults(
         judge=judge.fingerprint(),
         labels=str(audit.path),

@@ -235,8 +235,32 @@ def _question_batches(jobs: Sequence[JudgeJob], size: int) -> Iterator[list[Judg
         yield batch
 
 
-def judge(config: RunConfig, source: Questions, store: RunStore, echo: Echo = print) -> StageReport:
-    """Judge every check of every answered question that has no stored verdict yet."""
+class SharedBackend:
+    """A model's backend started at its first use and kept for every stage that shares it, until
+    closed: the judge's audit and the run's judge stage in one process load the judge once (a
+    30B judge is about 62 GB of weights and a minute or two of engine start)."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self._backend: Backend | None = None
+
+    def get(self) -> Backend:
+        if self._backend is None:
+            self._backend = self.spec.load()
+        return self._backend
+
+    def close(self) -> None:
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
+
+
+def judge(
+    config: RunConfig, source: Questions, store: RunStore, echo: Echo = print, shared: SharedBackend | None = None
+) -> StageReport:
+    """Judge every check of every answered question that has no stored verdict yet. The judge is
+    loaded only when there is something to judge, from ``shared`` where given (which the caller
+    then closes), else for this stage alone."""
     report = StageReport(stage="judge")
     jobs, report.done_before, unanswered = _judge_jobs(config, source.questions, store)
     if unanswered:
@@ -244,7 +268,9 @@ def judge(config: RunConfig, source: Questions, store: RunStore, echo: Echo = pr
     if not jobs:
         echo(report.line("checks"))
         return report
-    backend = config.judge.load()
+    if shared is not None and shared.spec.fingerprint() != config.judge.fingerprint():
+        raise ValueError("the shared backend is not this run's judge")
+    backend = (shared or SharedBackend(config.judge)).get()
     size = config.judge_batch_size or config.batch_size or backend.default_batch_size
     constraint = judge_constraint(config.rationale)
     judge_name = json.dumps(config.judge.fingerprint(), sort_keys=True)
@@ -277,7 +303,8 @@ def judge(config: RunConfig, source: Questions, store: RunStore, echo: Echo = pr
                 bar.update(len(batch))
     finally:
         report.seconds = time.perf_counter() - started
-        backend.close()
+        if shared is None:
+            backend.close()
     echo(report.line("checks"))
     if errors:
         echo(
@@ -473,18 +500,31 @@ def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> No
 
 
 def run(
-    config: RunConfig, out: str | Path, *, stages: Sequence[str] = ("generate", "judge", "score"), echo: Echo = print
+    config: RunConfig,
+    out: str | Path,
+    *,
+    stages: Sequence[str] = ("generate", "judge", "score"),
+    echo: Echo = print,
+    before_judging: Callable[[SharedBackend], object] | None = None,
 ) -> tuple[RunResults | None, list[StageReport]]:
     """Generate, judge and score (or some of these) into the run folder ``out``: the results
-    (None without the score stage) and what each stage did."""
+    (None without the score stage) and what each stage did. ``before_judging`` runs after
+    generation (its engine closed) with the judge that the judge stage then uses: the judge's
+    audit (``gamut run --audit``), without a second load of the judge."""
     source = QuestionSource(config)
     with hold_run_folder(out), RunStore(out) as store:
         record_run(config, source, store)
         reports = []
         if "generate" in stages:
             reports.append(generate(config, source, store, echo))
-        if "judge" in stages:
-            reports.append(judge(config, source, store, echo))
+        shared = SharedBackend(config.judge)
+        try:
+            if before_judging is not None:
+                before_judging(shared)
+            if "judge" in stages:
+                reports.append(judge(config, source, store, echo, shared))
+        finally:
+            shared.close()
         if "score" in stages:
             return score(store, out, errors_as_missing=config.errors_as_missing, stages=reports), reports
     return None, reports

@@ -448,3 +448,36 @@ def test_a_larger_limit_into_the_same_folder_asks_the_judge_only_about_the_added
     results = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     assert results["judged"] == _checks_of(audit, first) + _checks_of(audit, second) and results["unfinished"] == 0
     assert results["kappa"] == pytest.approx(1.0)
+
+
+def test_gamut_run_audit_measures_the_judge_beside_the_run_before_judging_it(gamut, audit_endpoint, tmp_path):
+    """`gamut run --audit`: the audit set is judged first by the run's judge (the engine the run then
+    judges with), into judge-audit-<judge>-<backend> beside the run, where the summary and the report
+    find it; a second run reuses every stored audit verdict."""
+    results = tmp_path / "results"
+    run = (
+        "run", "--out", results / "cand", "--model", "cand", "--backend", "openai", "--base-url", audit_endpoint.url,
+        "--judge", "oracle", "--judge-backend", "openai", "--judge-base-url", audit_endpoint.url,
+        "--variant", "text_only", "--limit", "2", "--audit", "--audit-limit", "2",
+    )  # fmt: skip
+    done = gamut(*run)
+    assert done.code == 0, done.err
+    audit_folder = results / "judge-audit-oracle-openai"
+    measured = json.loads((audit_folder / "audit.json").read_text(encoding="utf-8"))
+    assert measured["kappa"] == pytest.approx(1.0) and measured["judge"]["model"] == "oracle"
+    assert (audit_folder / "audit.md").is_file()
+    # The audit came before the run's checks, and the summary shows it beside the score.
+    assert done.err.index("judge audit: oracle (openai)") < done.err.rindex("judge:")
+    assert "kappa 1.000" in done.out and f"judge audit ({audit_folder})" in done.out
+    asked = audit_endpoint.requests
+    again = gamut(*run)
+    assert again.code == 0, again.err
+    assert audit_endpoint.requests == asked
+    report = gamut("report", results, "--out", tmp_path / "report")
+    assert report.code == 0 and "Judge audit" in report.out.split("sections:", 1)[1].splitlines()[0]
+
+
+def test_audit_out_without_audit_is_one_line(gamut, tmp_path):
+    done = gamut("run", "--out", tmp_path / "run", "--audit-out", tmp_path / "audit")
+    assert done.code == 2 and done.err == "gamut: --audit-out and --audit-limit go with --audit\n"
+    assert not (tmp_path / "run").exists()
