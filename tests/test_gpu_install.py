@@ -95,6 +95,11 @@ def test_make_install_gpu_resolves_on_pypi(tmp_path: Path) -> None:
     installs = [args for args in map(_pip_install_args, recipe) if args is not None and "pip" not in args]
     assert len(installs) == 1, f"install-gpu should install the project in one pip command: {installs}"
     args = installs[0]
+    # It checks itself after installing: the stack imports together, then the machine is examined.
+    after = [shlex.join(command) for command in recipe[[_pip_install_args(c) for c in recipe].index(args) + 1 :]]
+    assert any("torchaudio" in line and "uninstall" in line for line in after), after
+    assert any("torch, torchvision, vllm" in line for line in after), after
+    assert recipe[-1] == [str(tmp_path / "venv" / "bin" / "gamut"), "doctor"], recipe[-1]
 
     # The project as the command sees it, copied: building its metadata writes an egg-info beside it.
     project = tmp_path / "project"
