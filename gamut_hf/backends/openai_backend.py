@@ -50,7 +50,7 @@ from gamut_hf.backends.base import (
     JsonSchema,
 )
 from gamut_hf.backends.options import STRUCTURED_MODES
-from gamut_hf.backends.reasoning import Split, split_text
+from gamut_hf.backends.reasoning import THINKING_SWITCH, Split, split_text, verdict_template_kwargs
 
 if TYPE_CHECKING:  # a text-only run needs no Pillow
     from PIL import Image
@@ -81,7 +81,10 @@ class OpenAIBackend(Backend):
         timeout: float = 120.0,
         max_retries: int = 5,
         structured: str = "json_schema",
+        chat_template_kwargs: dict[str, Any] | None = None,
     ):
+        # Given only when set: an option's absence keeps the fingerprints of runs made before it.
+        template_options = {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs is not None else {}
         super().__init__(
             model,
             base_url=base_url,
@@ -91,6 +94,7 @@ class OpenAIBackend(Backend):
             timeout=timeout,
             max_retries=max_retries,
             structured=structured,
+            **template_options,
         )
         if structured not in STRUCTURED_MODES:
             raise BackendError(f"structured must be one of {', '.join(STRUCTURED_MODES)}, not {structured!r}")
@@ -108,6 +112,7 @@ class OpenAIBackend(Backend):
         self.timeout = timeout
         self.max_retries = max_retries
         self.structured = structured
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
 
     def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
         if not requests:
@@ -168,7 +173,7 @@ class OpenAIBackend(Backend):
                 messages=request.messages(image_part),
                 temperature=0,
                 max_tokens=self._max_tokens(request, constraint),
-                **self._constraint_arguments(constraint),
+                **self._request_arguments(constraint),
             )
             if not isinstance(response, openai.types.chat.ChatCompletion) or not response.choices:
                 raise ValueError(f"the answer is not a chat completion: {str(response)[:100]!r}")
@@ -196,6 +201,18 @@ class OpenAIBackend(Backend):
         if isinstance(constraint, Choice) and self.structured == "json_schema":
             return max(request.max_tokens, CHOICE_JSON_MIN_TOKENS)
         return request.max_tokens
+
+    def _request_arguments(self, constraint: Constraint) -> dict[str, Any]:
+        """The constraint's arguments, and the chat template's variables as ``extra_body`` (a field
+        of vLLM's and SGLang's servers that hosted APIs refuse: sent only when asked for, or to a
+        server the user named as vLLM's, where a verdict gets a thinking template's reasoning off)."""
+        arguments = self._constraint_arguments(constraint)
+        variables = dict(self.chat_template_kwargs)
+        if constraint is not None and self.structured == "vllm":
+            variables = {**verdict_template_kwargs(THINKING_SWITCH), **variables}
+        if variables:
+            arguments["extra_body"] = {**arguments.get("extra_body", {}), "chat_template_kwargs": variables}
+        return arguments
 
     def _constraint_arguments(self, constraint: Constraint) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` that impose ``constraint``."""

@@ -80,6 +80,9 @@ class OpenAIOptions(BackendOptions):
     timeout: float = Field(120.0, gt=0)
     max_retries: int = Field(5, ge=0)
     structured: StructuredMode = "json_schema"
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None, description='the server\'s chat template variables (vLLM, SGLang), e.g. {"enable_thinking": false}'
+    )
 
 
 BACKEND_OPTIONS: dict[str, type[BackendOptions]] = {

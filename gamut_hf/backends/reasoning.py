@@ -14,6 +14,11 @@ No tag: the whole output is the answer and there is no reasoning. A reasoning th
 (cut by max_tokens) leaves an empty answer, with ``closed`` False, so a run can count such
 answers instead of grading a reasoning as if it were the answer.
 
+A *judge* must not think: its verdict is constrained to four words, and a grammar that starts
+inside an opened ``<think>`` makes the verdict a cut reasoning. Templates with a switch (Qwen3's
+``enable_thinking``) get it turned off for every constrained request
+(:func:`verdict_template_kwargs`).
+
 Pure: nothing here imports torch or a tokenizer library; a tokenizer is any object with the
 ``convert_tokens_to_ids``, ``convert_ids_to_tokens`` and ``decode`` of transformers' (vLLM's
 tokenizers have them too).
@@ -30,6 +35,30 @@ THINK_CLOSE = "</think>"
 # How many of the prompt's last tokens are searched for an opening tag left open by the chat
 # template ("<|im_start|>assistant\n<think>\n"); further back it is the user's text, not a template's.
 PROMPT_TAIL_TOKENS = 8
+
+
+# The chat-template variable by which Qwen3-style templates switch reasoning off (they then close an
+# empty <think></think> in the prompt, so the verdict is the first thing the model writes).
+THINKING_SWITCH = "enable_thinking"
+
+
+def verdict_template_kwargs(*templates: object) -> dict[str, Any]:
+    """The chat template variables for a constrained answer (a verdict): reasoning switched off
+    where one of ``templates`` (the model's chat template texts) reads the switch, else none, so a
+    template without it renders exactly as before."""
+    return {THINKING_SWITCH: False} if any(isinstance(t, str) and THINKING_SWITCH in t for t in templates) else {}
+
+
+def template_texts(template: object) -> list[str]:
+    """The texts of a chat template as tokenizers keep it: a string, or named templates (a dict, or
+    a list of ``{"name", "template"}``)."""
+    if isinstance(template, str):
+        return [template]
+    if isinstance(template, dict):
+        return [t for t in template.values() if isinstance(t, str)]
+    if isinstance(template, list):
+        return [t["template"] for t in template if isinstance(t, dict) and isinstance(t.get("template"), str)]
+    return []
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from gamut_hf.backends.base import (
 )
 from gamut_hf.backends.models import resolve_model
 from gamut_hf.backends.options import TRANSFORMERS_CHOICE_RULES
-from gamut_hf.backends.reasoning import split_token_ids
+from gamut_hf.backends.reasoning import split_token_ids, template_texts, verdict_template_kwargs
 
 
 def rank_option(token_logprobs: Sequence[float], rule: str) -> float:
@@ -228,6 +228,11 @@ class TransformersBackend(Backend):
             self.stop_tokens.append(self.end_of_turn)
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
+        # A verdict (or rationale) is rendered with a thinking template's reasoning switched off.
+        self.verdict_template_kwargs = verdict_template_kwargs(
+            *template_texts(getattr(self.processor, "chat_template", None)),
+            *template_texts(getattr(self.tokenizer, "chat_template", None)),
+        )
         # The token an image expands into (Gemma's soft tokens, Llama 4's patches), which the
         # config names; a processor's own image_token may be the marker around them instead.
         self.image_token_id = (
@@ -249,19 +254,25 @@ class TransformersBackend(Backend):
                     message["content"] = [{"type": "text", "text": message["content"]}]
         return messages
 
-    def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True) -> str:
-        """The chat template's text. A template that refuses a system turn beside an image (Llama
-        3.2 Vision's) gets the system text at the start of the user turn instead."""
+    def _render(
+        self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True, constrained: bool = False
+    ) -> str:
+        """The chat template's text (``constrained``: for a verdict, reasoning switched off). A
+        template that refuses a system turn beside an image (Llama 3.2 Vision's) gets the system
+        text at the start of the user turn instead."""
         template = self.processor or self.tokenizer
+        variables = self.verdict_template_kwargs if constrained else {}
         try:
-            return template.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+            return template.apply_chat_template(
+                messages, add_generation_prompt=add_generation_prompt, tokenize=False, **variables
+            )
         except TemplateError:
             if messages[0]["role"] != "system" or len(messages) < 2:
                 raise
             system, user = messages[0], messages[1]
             folded = {**user, "content": _prepend_text(user["content"], _text_of(system["content"]))}
             return template.apply_chat_template(
-                [folded, *messages[2:]], add_generation_prompt=add_generation_prompt, tokenize=False
+                [folded, *messages[2:]], add_generation_prompt=add_generation_prompt, tokenize=False, **variables
             )
 
     def _template_turn_end(self) -> int | None:
@@ -281,9 +292,11 @@ class TransformersBackend(Backend):
         ids = self.tokenizer(after, add_special_tokens=False)["input_ids"]
         return ids[0] if ids and ids[0] in self.tokenizer.all_special_ids + self.stop_tokens else None
 
-    def _encode(self, requests: Sequence[ChatRequest], *, padding: bool) -> dict[str, torch.Tensor]:
+    def _encode(
+        self, requests: Sequence[ChatRequest], *, padding: bool, constrained: bool = False
+    ) -> dict[str, torch.Tensor]:
         # The template writes the special tokens (<bos> included); the tokenizer adds none of its own.
-        texts = [self._render(self._messages(r)) for r in requests]
+        texts = [self._render(self._messages(r), constrained=constrained) for r in requests]
         images = [r.image.convert("RGB") for r in requests if r.image is not None]
         if self.processor is not None and images:
             if len(images) != len(requests):
@@ -318,13 +331,13 @@ class TransformersBackend(Backend):
             # and a malformed answer becomes a retried, then stored, error.
             completions = []
             for start in range(0, len(requests), self.batch_size):
-                completions.extend(self._generate(requests[start : start + self.batch_size]))
+                completions.extend(self._generate(requests[start : start + self.batch_size], constraint is not None))
         self.stats.add(completions, time.perf_counter() - started)
         return completions
 
-    def _generate(self, batch: Sequence[ChatRequest]) -> list[Completion]:
+    def _generate(self, batch: Sequence[ChatRequest], constrained: bool = False) -> list[Completion]:
         started = time.perf_counter()
-        inputs = self._encode(batch, padding=True)
+        inputs = self._encode(batch, padding=True, constrained=constrained)
         output = self.net.generate(
             **inputs,
             max_new_tokens=max(r.max_tokens for r in batch),
@@ -385,7 +398,7 @@ class TransformersBackend(Backend):
         """Score every option as a continuation of each prompt (requests of one prefix_key: the
         shared prefix is prefilled once): per request, per option, each token's log-probability."""
         started = time.perf_counter()
-        prompts = [PromptInputs.of(self._encode([r], padding=False)) for r in group]
+        prompts = [PromptInputs.of(self._encode([r], padding=False, constrained=True)) for r in group]
         shared = _common_prefix_length([p.ids for p in prompts]) if self.prefix_reuse and len(group) > 1 else 0
         shared = min(shared, min(len(p.ids) for p in prompts) - 1)  # each prompt keeps >= 1 token of its own
         if self.image_token_id is not None and self.image_token_id in prompts[0].ids[shared:]:

@@ -38,7 +38,7 @@ from gamut_hf.backends.base import (
     JsonSchema,
 )
 from gamut_hf.backends.models import resolve_model
-from gamut_hf.backends.reasoning import Split, split_token_ids
+from gamut_hf.backends.reasoning import Split, split_token_ids, template_texts, verdict_template_kwargs
 
 # vLLM's CPU backend reserves this share of a NUMA node's memory for weights and KV cache;
 # its GPU default (0.9) makes it refuse to start on a machine with ordinary memory.
@@ -78,6 +78,19 @@ def is_multimodal(model_path: str) -> bool:
     )
 
     return hasattr(AutoConfig.from_pretrained(model_path), "vision_config")
+
+
+def _folder_templates(folder: Path) -> list[str]:
+    """The chat templates a model folder keeps beside its tokenizer (processors read these)."""
+    texts = []
+    for name in ("chat_template.jinja", "chat_template.json"):
+        path = folder / name
+        try:
+            text = path.read_text(encoding="utf-8") if path.is_file() else ""
+            texts.append(text if name.endswith(".jinja") else str(json.loads(text or "{}").get("chat_template", "")))
+        except (OSError, ValueError, AttributeError):
+            continue  # an unreadable template file: vLLM itself says so when it renders
+    return texts
 
 
 class VLLMBackend(Backend):
@@ -166,6 +179,12 @@ class VLLMBackend(Backend):
         except (ValueError, RuntimeError, OSError) as error:
             raise BackendError(f"vLLM could not start {model!r} ({self.model_path}): {error}") from error
         self.start_seconds = time.perf_counter() - started
+        # A verdict is asked for with a thinking template's reasoning switched off (LLM.chat's
+        # chat_template_kwargs); the template is the tokenizer's or, for a processor, the folder's.
+        self.verdict_template_kwargs = verdict_template_kwargs(
+            *template_texts(getattr(self._llm.get_tokenizer(), "chat_template", None)),
+            *_folder_templates(Path(self.model_path)),
+        )
 
     def _sampling_params(self, request: ChatRequest, constraint: Constraint) -> SamplingParams:
         structured = None
@@ -199,7 +218,8 @@ class VLLMBackend(Backend):
         ]
         params = [self._sampling_params(request, constraint) for request in requests]
         started = time.perf_counter()
-        outputs = self._llm.chat(conversations, params, use_tqdm=False)
+        variables = self.verdict_template_kwargs if constraint is not None else {}
+        outputs = self._llm.chat(conversations, params, use_tqdm=False, chat_template_kwargs=variables or None)
         seconds = time.perf_counter() - started
         each = seconds / len(requests)
         # Free text (a candidate's answer): a thinking model's <think>...</think> is split off by
