@@ -83,9 +83,7 @@ def diagnose(models: Sequence[ModelPlan] = (), *, require_gpu: bool = False) -> 
     findings.append(_package("transformers"))
     cache, cache_free = _hub_cache()
     findings.append(Finding("hub cache", f"{cache}, {cache_free / GIB:.1f} GiB free" if cache_free else str(cache)))
-    on_gpus = bool(gpus.gpus)  # the job runs on these (vLLM on the CPU beside them is a problem above)
-    for model in models:
-        findings.append(_model(model, gpus, on_gpus, cache_free))
+    findings.extend(_model(model, gpus, cache_free) for model in models)
     return Diagnosis(findings)
 
 
@@ -159,11 +157,11 @@ def _driver(gpus: GPUReading, torch_cuda: str | None) -> Finding:
     )
 
 
-def _vllm(findings: list[Finding], gpus: GPUReading, torch_sees_gpu: bool, require_gpu: bool) -> str | None:
-    """vLLM's version and platform, and whether it imports; returns the platform (None: no vLLM)."""
+def _vllm(findings: list[Finding], gpus: GPUReading, torch_sees_gpu: bool, require_gpu: bool) -> None:
+    """vLLM's version and platform, and whether it imports."""
     if importlib.util.find_spec("vllm") is None:
         findings.append(Finding("vllm", "not installed (the vllm backend needs it: make install-gpu)"))
-        return None
+        return
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")  # no engine log lines in the report
     try:
         import vllm
@@ -176,7 +174,7 @@ def _vllm(findings: list[Finding], gpus: GPUReading, torch_sees_gpu: bool, requi
             else "reinstall vLLM with the torch it pins (make install-gpu)"
         )
         findings.append(Finding("vllm", "does not import", f"import vllm fails ({said}): {fix}"))
-        return None
+        return
     platform = current_platform.device_type or "none"
     problem = None
     if platform == "cuda" and not torch_sees_gpu:
@@ -191,7 +189,6 @@ def _vllm(findings: list[Finding], gpus: GPUReading, torch_sees_gpu: bool, requi
     elif platform in ("cpu", "none") and require_gpu:
         problem = f"vLLM runs on the {platform} here (no GPU): a CPU rehearsal with small models is ALLOW_CPU=1"
     findings.append(Finding("vllm", f"{vllm.__version__}, platform {platform}", problem))
-    return platform
 
 
 def _package(name: str) -> Finding:
@@ -216,7 +213,9 @@ def _hub_cache() -> tuple[Path, int | None]:
         return cache, None
 
 
-def _model(model: ModelPlan, gpus: GPUReading, on_gpus: bool, cache_free: int | None) -> Finding:
+def _model(model: ModelPlan, gpus: GPUReading, cache_free: int | None) -> Finding:
+    # The job runs on the GPUs the driver lists (vLLM's CPU build beside them is a problem of its own).
+    on_gpus = bool(gpus.gpus)
     parallel = model.parallel
     if on_gpus and parallel > len(gpus.gpus):
         return Finding(

@@ -50,7 +50,7 @@ from gamut_hf.backends.base import (
     JsonSchema,
 )
 from gamut_hf.backends.options import STRUCTURED_MODES
-from gamut_hf.backends.reasoning import THINKING_SWITCH, Split, split_text, verdict_template_kwargs
+from gamut_hf.backends.reasoning import THINKING_SWITCH, Split, split_text
 
 if TYPE_CHECKING:  # a text-only run needs no Pillow
     from PIL import Image
@@ -209,7 +209,7 @@ class OpenAIBackend(Backend):
         arguments = self._constraint_arguments(constraint)
         variables = dict(self.chat_template_kwargs)
         if constraint is not None and self.structured == "vllm":
-            variables = {**verdict_template_kwargs(THINKING_SWITCH), **variables}
+            variables = {THINKING_SWITCH: False, **variables}  # the user's own value wins
         if variables:
             arguments["extra_body"] = {**arguments.get("extra_body", {}), "chat_template_kwargs": variables}
         return arguments

@@ -97,8 +97,8 @@ VLLM_RESERVED = frozenset({"model"})
 
 
 @cache
-def vllm_engine_fields() -> tuple[str, str] | None:
-    """The field names of the installed vLLM's ``EngineArgs`` (space-separated) and its version,
+def vllm_engine_fields() -> tuple[tuple[str, ...], str] | None:
+    """The field names of the installed vLLM's ``EngineArgs`` and its version,
     read from ``vllm/engine/arg_utils.py`` with ``ast``; None where vLLM is not installed (or the
     class is not where this vLLM release keeps it), and then nothing is checked by name."""
     spec = importlib.util.find_spec("vllm")
@@ -111,12 +111,12 @@ def vllm_engine_fields() -> tuple[str, str] | None:
         return None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "EngineArgs":
-            names = [
+            names = tuple(
                 item.target.id
                 for item in node.body
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
-            ]
-            return " ".join(names), _vllm_version()
+            )
+            return names, _vllm_version()
     return None
 
 
@@ -147,7 +147,7 @@ def check_options(backend: str, options: Mapping[str, Any]) -> None:
     valid = own
     if backend == "vllm":
         engine = vllm_engine_fields()
-        engine_names = engine[0].split() if engine else []
+        engine_names = engine[0] if engine else ()
         valid = own + [name for name in engine_names if name not in VLLM_RESERVED and name not in own]
         accepted = f"{accepted} and every other field of vLLM's EngineArgs" + (f" (vLLM {engine[1]})" if engine else "")
         for name in options:

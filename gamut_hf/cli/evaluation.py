@@ -142,36 +142,49 @@ def echo_err(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _run_with_audit(config: Any, out: str, stages: tuple[str, ...], folder: Path, limit: int | None) -> Any:
-    """The run, with the judge's audit (into ``folder``) judged by the judge stage's own engine."""
+def _claim_audit_folder(folder: Path, flag: str) -> Any:
+    """The audit folder held from the first verdict to audit.json: a second audit into it meanwhile
+    is refused, so audit.json always measures the store beside it."""
     from gamut_hf.atomic import claimed_folder
-    from gamut_hf.evaluation.audit import AUDIT_FOLDER_FILES, run_audit
-    from gamut_hf.evaluation.pipeline import run as run_pipeline
+    from gamut_hf.evaluation.audit import AUDIT_FOLDER_FILES
+
+    return claimed_folder(
+        folder, "judge-audit", names=AUDIT_FOLDER_FILES, advice=f"give {flag} a new or empty folder, or an audit folder"
+    )
+
+
+def _audit_and_show(judge: Any, folder: Path, **audit: Any) -> None:
+    """The judge's audit into ``folder`` (:func:`~gamut_hf.evaluation.audit.run_audit`'s options),
+    its reports written and its figures printed."""
+    from gamut_hf.evaluation.audit import run_audit
     from gamut_hf.reports.audit_report import summary_lines, write_audit_report
+
+    results = run_audit(judge, folder, echo=echo_err, **audit)
+    write_audit_report(results, folder)
+    for line in summary_lines(results):
+        click.echo(line)
+    click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
+
+
+def _run_with_audit(config: Any, out: str, stages: tuple[str, ...], folder: Path, limit: int | None) -> Any:
+    """The run, with the judge's audit (into ``folder``) judged by the judge stage's own engine.
+    The folder is claimed before anything runs, so a folder that is not an audit's is refused
+    before generation, not after it."""
+    from gamut_hf.evaluation.pipeline import run as run_pipeline
 
     def audit(shared: Any) -> None:
         echo_err(f"judge audit: {config.judge.name} ({config.judge.backend}) into {folder}")
-        results = run_audit(
+        _audit_and_show(
             config.judge,
             folder,
             rationale=config.rationale,
             judge_retries=config.judge_retries,
             judge_batch_size=config.judge_batch_size,
             limit=limit,
-            echo=echo_err,
             shared=shared,
         )
-        write_audit_report(results, folder)
-        for line in summary_lines(results):
-            click.echo(line)
-        click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
 
-    with claimed_folder(
-        folder,
-        "judge-audit",
-        names=AUDIT_FOLDER_FILES,
-        advice="give --audit-out a new or empty folder, or an audit folder",
-    ):
+    with _claim_audit_folder(folder, "--audit-out"):
         return run_pipeline(config, out, stages=stages, echo=echo_err, before_judging=audit)
 
 
@@ -283,22 +296,16 @@ def judge_audit(
     per-verdict precision and recall, the error of question and Gamut scores, and the
     injection flip rate.
     """
-    from gamut_hf.atomic import claimed_folder
-    from gamut_hf.evaluation.audit import AUDIT_FOLDER_FILES, default_audit_folder, run_audit
+    from gamut_hf.evaluation.audit import default_audit_folder
     from gamut_hf.evaluation.config import ModelSpec, model_spec
-    from gamut_hf.reports.audit_report import summary_lines, write_audit_report
 
     spec = model_spec(
         ModelSpec(), judge, judge_backend, key_values(judge_options, "--judge-option"), judge_base_urls, concurrency
     )
     folder = Path(out) if out else default_audit_folder(spec)
-    click.echo(f"judge audit: {spec.name} ({spec.backend}) into {folder}", err=True)
-    # Held from the first verdict to audit.json: a second audit into the folder meanwhile is refused,
-    # so audit.json always measures the store beside it.
-    with claimed_folder(
-        folder, "judge-audit", names=AUDIT_FOLDER_FILES, advice="give --out a new or empty folder, or an audit folder"
-    ):
-        results = run_audit(
+    echo_err(f"judge audit: {spec.name} ({spec.backend}) into {folder}")
+    with _claim_audit_folder(folder, "--out"):
+        _audit_and_show(
             spec,
             folder,
             labels=labels,
@@ -307,12 +314,7 @@ def judge_audit(
             judge_batch_size=judge_batch_size,
             limit=limit,
             retry_errors=retry_errors,
-            echo=lambda line: click.echo(line, err=True),
         )
-        write_audit_report(results, folder)
-    for line in summary_lines(results):
-        click.echo(line)
-    click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
 
 
 @click.command()

@@ -481,3 +481,22 @@ def test_audit_out_without_audit_is_one_line(gamut, tmp_path):
     done = gamut("run", "--out", tmp_path / "run", "--audit-out", tmp_path / "audit")
     assert done.code == 2 and done.err == "gamut: --audit-out and --audit-limit go with --audit\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_audit_out_into_a_folder_holding_other_files_is_refused_before_anything_runs(gamut, audit_endpoint, tmp_path):
+    """--audit-out writes only in a new, empty or audit folder: one of the user's is refused in one
+    line before the candidate is asked anything, and its files stay as they were."""
+    theirs = tmp_path / "notes"
+    theirs.mkdir()
+    (theirs / "draft.txt").write_text("mine", encoding="utf-8")
+    asked = audit_endpoint.requests
+    done = gamut(
+        "run", "--out", tmp_path / "run", "--model", "cand", "--backend", "openai", "--base-url", audit_endpoint.url,
+        "--judge", "oracle", "--judge-backend", "openai", "--judge-base-url", audit_endpoint.url,
+        "--variant", "text_only", "--limit", "1", "--audit", "--audit-out", theirs,
+    )  # fmt: skip
+    assert done.code == 2, done.err
+    refusal = [line for line in done.err.splitlines() if line.startswith("gamut: ")]
+    assert len(refusal) == 1 and "--audit-out" in refusal[0] and str(theirs) in refusal[0], done.err
+    assert audit_endpoint.requests == asked
+    assert [p.name for p in theirs.iterdir()] == ["draft.txt"] and (theirs / "draft.txt").read_text() == "mine"
