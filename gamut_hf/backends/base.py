@@ -110,6 +110,7 @@ VOLATILE_OPTIONS: frozenset[str] = frozenset(
         # every backend
         "batch_size",
         "device",
+        "device_map",
         "prefix_reuse",
         # OpenAI-compatible endpoints
         "concurrency",

@@ -14,6 +14,7 @@ longest common token prefix is computed once and its KV cache reused for every c
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,6 +95,46 @@ def _prepend_text(content: str | list[dict[str, Any]], text: str) -> str | list[
     return parts
 
 
+def _checkpoint_dtype(config: Any) -> torch.dtype | None:
+    """The dtype the checkpoint's weights are stored in, as its config says (a VLM's may say it
+    on the text model's config only)."""
+    for source in (config, getattr(config, "text_config", None)):
+        value = getattr(source, "dtype", None) or getattr(source, "torch_dtype", None)
+        value = getattr(torch, value, None) if isinstance(value, str) else value
+        if isinstance(value, torch.dtype):
+            return value
+    return None
+
+
+def _placement(device: str, device_map: str | None, dtype: str, config: Any) -> tuple[dict[str, Any], torch.dtype]:
+    """Where the weights load (``from_pretrained``'s device_map) and in which dtype.
+
+    With a GPU the weights go straight onto it through accelerate's device map, never through host
+    RAM first; ``device_map="auto"`` (the default on a GPU machine) spreads a model larger than one
+    GPU over every visible GPU. On a CPU they stay on the CPU. ``dtype="auto"`` is the checkpoint's
+    own half precision on a GPU (bfloat16 when the checkpoint is stored in float32) and float32 on a
+    CPU, where half precision is emulated and slower.
+    """
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise BackendError(f"transformers: device={device} but torch sees no GPU (torch.cuda.is_available() is False)")
+    if device == "cpu" and device_map not in (None, "cpu"):
+        raise BackendError(f"transformers: device_map={device_map} needs a GPU; on the CPU leave it out")
+    # A named device holds the whole model; on "cuda", "auto" spreads it over every visible GPU.
+    where = device_map or ("auto" if device == "cuda" else device)
+    placement = {} if where == "cpu" else {"device_map": where}
+    if dtype != "auto":
+        chosen = getattr(torch, dtype, None)
+        if not isinstance(chosen, torch.dtype):
+            raise BackendError(f"transformers: dtype {dtype!r} is not a torch dtype (bfloat16, float16, float32)")
+        return placement, chosen
+    if device == "cpu":
+        return placement, torch.float32
+    stored = _checkpoint_dtype(config)
+    return placement, stored if stored in (torch.bfloat16, torch.float16) else torch.bfloat16
+
+
 @dataclass
 class PromptInputs:
     """One encoded prompt: its token ids and every other processor output, split by kind.
@@ -130,13 +171,15 @@ class PromptInputs:
             inputs.update(self.per_image)
         return inputs
 
-    def continued(self, rows: int, width: int) -> dict[str, torch.Tensor]:
-        """Per-token inputs for ``rows`` continuations of ``width`` tokens after the prompt: each
-        takes the prompt's last value (text after text), as ``generate`` extends them."""
-        return {
-            name: value[:, -1:].expand(rows, width, *value.shape[2:]).contiguous()
-            for name, value in self.per_token.items()
-        }
+    def per_token_span(self, start: int, width: int) -> dict[str, torch.Tensor]:
+        """Per-token inputs for ``width`` positions from ``start``: the prompt's own values while
+        they last, then its last value (text after text, as ``generate`` extends them)."""
+        span = {}
+        for name, value in self.per_token.items():
+            own = value[:, start : start + width]
+            more = width - own.shape[1]
+            span[name] = torch.cat([own, value[:, -1:].expand(1, more, *value.shape[2:])], dim=1) if more else own
+        return span
 
 
 @dataclass
@@ -159,6 +202,7 @@ class TransformersBackend(Backend):
         model: str,
         *,
         device: str = "auto",
+        device_map: str | None = None,
         dtype: str = "auto",
         batch_size: int = 8,
         prefix_reuse: bool = True,
@@ -173,6 +217,7 @@ class TransformersBackend(Backend):
         super().__init__(
             model,
             device=device,
+            device_map=device_map,
             dtype=dtype,
             batch_size=batch_size,
             prefix_reuse=prefix_reuse,
@@ -185,14 +230,7 @@ class TransformersBackend(Backend):
             config = AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as error:
             raise BackendError(f"transformers: cannot load model {model!r}: {str(error).splitlines()[0]}") from None
-        self.device = torch.device(
-            "cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device
-        )
-        torch_dtype = (
-            (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
-            if dtype == "auto"
-            else getattr(torch, dtype)
-        )
+        placement, torch_dtype = _placement(device, device_map, dtype, config)
         self.multimodal = getattr(config, "vision_config", None) is not None
         # Per-call processor options (Qwen's image budget), applied to every image: the same
         # keyword vLLM passes as mm_processor_kwargs, so both count the same image tokens.
@@ -205,14 +243,16 @@ class TransformersBackend(Backend):
                     f"transformers: {model}'s {type(self.processor).__name__} takes no max_pixels (its image budget is "
                     "fixed or tiled); leave the option out"
                 )
-            self.net = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype)
+            self.net = AutoModelForImageTextToText.from_pretrained(path, dtype=torch_dtype, **placement)
         elif self.image_options:
             raise BackendError(f"transformers: max_pixels applies to vision-language models; {model} takes no images")
         else:
             self.processor = None
             self.tokenizer = AutoTokenizer.from_pretrained(path)
-            self.net = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-        self.net.to(self.device).eval()
+            self.net = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, **placement)
+        self.net.eval()
+        # Inputs go where the embeddings are: with a device map, the first GPU the model spans.
+        self.device: torch.device = self.net.get_input_embeddings().weight.device
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -228,6 +268,8 @@ class TransformersBackend(Backend):
             self.stop_tokens.append(self.end_of_turn)
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
+        # Whether the model computes logits for chosen positions only (most of transformers' do).
+        self.keeps_logits = "logits_to_keep" in inspect.signature(self.net.forward).parameters
         # A verdict (or rationale) is rendered with a thinking template's reasoning switched off.
         self.verdict_template_kwargs = verdict_template_kwargs(
             *template_texts(getattr(self.processor, "chat_template", None)),
@@ -375,7 +417,8 @@ class TransformersBackend(Backend):
 
     def _choose(self, group: list[ChatRequest], options: Sequence[str]) -> list[Completion]:
         """Each request's option ranked first by the choice rule."""
-        if self.choice_rule == "first_token" and len({ids[0] for ids in self._option_ids(options)}) < len(options):
+        option_ids = self._option_ids(options)
+        if self.choice_rule == "first_token" and len({ids[0] for ids in option_ids}) < len(options):
             raise BackendError(
                 f"transformers: choice_rule first_token needs options whose first tokens differ: {', '.join(options)}"
             )
@@ -386,55 +429,125 @@ class TransformersBackend(Backend):
                 Completion(
                     text=options[best],
                     prompt_tokens=scored.prompt_tokens,
-                    completion_tokens=len(scored.logprobs[best]),
+                    completion_tokens=len(option_ids[best]),
                     cached_tokens=scored.cached_tokens,
                     seconds=scored.seconds,
                 )
             )
         return completions
 
+    def _encode_group(self, group: Sequence[ChatRequest]) -> list[PromptInputs]:
+        """Each request's prompt, with a photo the requests share processed once.
+
+        A question's checks carry one photo. The processor runs on the first request only; the
+        others are tokenised as text, where the image is still its one placeholder token, and their
+        own ending is put after the first's expanded prefix. Tokens never merge across a special
+        token, so this gives the ids the processor would; where it does not (the image after the
+        point the prompts part, a processor that rewrites text), each request is processed whole.
+        """
+        one = [PromptInputs.of(self._encode(group[:1], padding=False, constrained=True))]
+        image = group[0].image
+        if len(group) == 1 or image is None or any(r.image is not image for r in group):
+            return one + [PromptInputs.of(self._encode([r], padding=False, constrained=True)) for r in group[1:]]
+        full = one[0]
+        texts = [self._render(self._messages(r), constrained=True) for r in group]
+        plain = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        common = _common_prefix_length(plain)
+        expanded = common + len(full.ids) - len(plain[0])  # where the first prompt's own ending starts
+        if (
+            expanded < common
+            or full.ids[expanded:] != plain[0][common:]
+            or self.image_token_id is None
+            or self.image_token_id not in full.ids[:expanded]
+        ):
+            return one + [PromptInputs.of(self._encode([r], padding=False, constrained=True)) for r in group[1:]]
+        prompts = [full]
+        for ids in plain[1:]:
+            own = full.ids[:expanded] + ids[common:]
+            prompts.append(PromptInputs(own, full.per_token_span(0, len(own)), full.per_image, full.device))
+        return prompts
+
     @torch.inference_mode()
     def option_logprobs(self, group: Sequence[ChatRequest], options: Sequence[str]) -> list[ScoredOptions]:
-        """Score every option as a continuation of each prompt (requests of one prefix_key: the
-        shared prefix is prefilled once): per request, per option, each token's log-probability."""
+        """Score every option as a continuation of each prompt: per request, per option, the
+        log-probability of each of its tokens (``first_token``: of its first token only).
+
+        Requests of one prefix_key share everything but their last words: that prefix (the photo
+        included) is prefilled once, and the checks' own endings run on top of its KV cache
+        ``batch_size`` rows per forward pass, each row right-padded, so a row's padding comes after
+        every token it is scored on and (attention being causal) never changes its scores. A row is
+        a check's ending (first_token) or its ending followed by one option (the other rules).
+        """
         started = time.perf_counter()
-        prompts = [PromptInputs.of(self._encode([r], padding=False, constrained=True)) for r in group]
+        prompts = self._encode_group(group)
         shared = _common_prefix_length([p.ids for p in prompts]) if self.prefix_reuse and len(group) > 1 else 0
         shared = min(shared, min(len(p.ids) for p in prompts) - 1)  # each prompt keeps >= 1 token of its own
         if self.image_token_id is not None and self.image_token_id in prompts[0].ids[shared:]:
             shared = 0  # the image goes in with the prefill, so every image token must fall inside it
         option_ids = self._option_ids(options)
-        width = max(len(ids) for ids in option_ids)
-        padded = torch.tensor([ids + [self.end_of_turn] * (width - len(ids)) for ids in option_ids], device=self.device)
-        cache = self._fresh_cache()
-        if shared:
-            self.net(**prompts[0].part(0, shared, with_images=True), past_key_values=cache, use_cache=True)
-        scored: list[ScoredOptions] = []
-        for prompt in prompts:
-            own = prompt.part(shared, None, with_images=not shared)
-            out = self.net(**own, past_key_values=cache, use_cache=True)
-            first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
-            # Right padding after each option only touches positions after it (causal), so
-            # the four continuations run as one batch over a copy of the prompt's cache.
-            cache.batch_repeat_interleave(len(option_ids))
-            rest = self.net(
-                input_ids=padded, **prompt.continued(len(option_ids), width), past_key_values=cache, use_cache=True
-            )
-            rest = torch.log_softmax(rest.logits.float(), dim=-1)
-            logprobs = [
-                [first[ids[0]].item(), *(rest[j, k - 1, ids[k]].item() for k in range(1, len(ids)))]
-                for j, ids in enumerate(option_ids)
-            ]
-            if shared:
-                cache.crop(shared - cache.get_seq_length())  # back to the shared prefix
+        # Without a shared prefix each prompt is its own group: all but its last token prefilled.
+        everyone = list(range(len(prompts)))
+        groups = [(everyone, shared)] if shared else [([i], len(prompts[i].ids) - 1) for i in everyone]
+        rows_each = 1 if self.choice_rule == "first_token" else len(option_ids)
+        step = max(1, self.batch_size // rows_each)
+        scored: dict[int, ScoredOptions] = {}
+        for members, prefix in groups:
+            cache = self._fresh_cache()
+            self.net(**prompts[members[0]].part(0, prefix, with_images=True), past_key_values=cache, use_cache=True)
+            # Endings of like length share a pass: less padding to compute.
+            members = sorted(members, key=lambda i: len(prompts[i].ids))
+            for start in range(0, len(members), step):
+                picked = members[start : start + step]
+                results = self._score_rows([prompts[i] for i in picked], prefix, option_ids, cache)
+                for i, logprobs in zip(picked, results, strict=True):
+                    scored[i] = ScoredOptions(logprobs, len(prompts[i].ids), cached_tokens=shared)
+                cache.crop(prefix - cache.get_seq_length())  # back to the prefix, one row
                 cache.batch_select_indices(torch.tensor([0], device=self.device))
-            else:
-                cache = self._fresh_cache()
-            scored.append(ScoredOptions(logprobs, prompt_tokens=len(prompt.ids), cached_tokens=shared))
         seconds = (time.perf_counter() - started) / len(group)
-        for entry in scored:
+        for entry in scored.values():
             entry.seconds = seconds
-        return scored
+        return [scored[i] for i in everyone]
+
+    def _score_rows(
+        self, chunk: Sequence[PromptInputs], prefix: int, option_ids: list[list[int]], cache: DynamicCache
+    ) -> list[list[list[float]]]:
+        """One forward pass over ``chunk``'s endings after the cached ``prefix``: per prompt, per
+        option, its tokens' log-probabilities."""
+        first_only = self.choice_rule == "first_token"
+        rows: list[tuple[int, list[int], list[int]]] = []  # (prompt, tokens, option or [])
+        for index, prompt in enumerate(chunk):
+            ending = prompt.ids[prefix:]
+            for ids in [[]] if first_only else option_ids:
+                rows.append((index, ending + ids, ids))
+        width = max(len(tokens) for _, tokens, _ in rows)
+        inputs: dict[str, Any] = {
+            "input_ids": torch.tensor(
+                [tokens + [self.end_of_turn] * (width - len(tokens)) for _, tokens, _ in rows], device=self.device
+            )
+        }
+        for name in chunk[0].per_token:
+            inputs[name] = torch.cat([chunk[i].per_token_span(prefix, width)[name] for i, _, _ in rows])
+        # Logits only where a row is scored: a check's last token (its options' first tokens) and,
+        # for the other rules, each option token before the last. The vocabulary projection of
+        # every other position is a fifth of a small judge's compute.
+        spans = [
+            range(len(chunk[i].ids) - prefix - 1, len(chunk[i].ids) - prefix - 1 + max(len(ids), 1))
+            for i, _, ids in rows
+        ]
+        kept = sorted({position for span in spans for position in span})
+        column = {position: k for k, position in enumerate(kept)} if self.keeps_logits else {p: p for p in kept}
+        if self.keeps_logits:
+            inputs["logits_to_keep"] = torch.tensor(kept, device=self.device)
+        cache.batch_repeat_interleave(len(rows))
+        logits = self.net(**inputs, past_key_values=cache, use_cache=True).logits
+        out: list[list[list[float]]] = [[] for _ in chunk]
+        for row, ((index, _, ids), span) in enumerate(zip(rows, spans, strict=True)):
+            scores = torch.log_softmax(logits[row, [column[p] for p in span]].float(), dim=-1)
+            if first_only:
+                out[index] = [[scores[0, option[0]].item()] for option in option_ids]
+            else:
+                out[index].append([scores[k, token].item() for k, token in enumerate(ids)])
+        return out
 
     def _fresh_cache(self) -> DynamicCache:
         """An empty KV cache, and a model that forgets the last sequence: multimodal position

@@ -163,6 +163,29 @@ def test_transformers(family, transformers_judge):
     CELLS[family.name, "transformers", "prefix reuse"] = "ok"
 
 
+def test_transformers_processes_a_questions_photo_once(family, transformers_judge, monkeypatch):
+    """A question's checks share its photo: the processor runs once for all of them, and each
+    check's prompt (ids and per-token inputs) is the one processing it alone gives."""
+    import torch
+
+    from gamut_hf.backends.transformers_backend import PromptInputs
+
+    backend = transformers_judge
+    group = judge_group(photo())
+    whole = [PromptInputs.of(backend._encode([r], padding=False, constrained=True)) for r in group]
+    calls = []
+    processor_call = type(backend.processor).__call__
+    monkeypatch.setattr(
+        type(backend.processor), "__call__", lambda self, *a, **k: calls.append(1) or processor_call(self, *a, **k)
+    )
+    prompts = backend._encode_group(group)
+    assert len(calls) == 1
+    for prompt, alone in zip(prompts, whole, strict=True):
+        assert prompt.ids == alone.ids
+        assert prompt.per_token.keys() == alone.per_token.keys()
+        assert all(torch.equal(prompt.per_token[name], alone.per_token[name]) for name in alone.per_token)
+
+
 def test_transformers_honours_the_image_budget(family, transformers_judge):
     """``max_pixels`` reaches the processor where it takes one; elsewhere it is refused, not ignored."""
     folder = str(tiny_model(family.name))

@@ -100,17 +100,22 @@ def test_each_choice_rule_picks_the_option_its_rule_ranks_first(smollm, monkeypa
     from gamut_hf.backends.transformers_backend import rank_option
 
     requests = judge_requests("Reduce watering in winter and keep it in bright, indirect light.")
-    scored = smollm.option_logprobs(requests, VERDICTS)
     lengths = [len(smollm.tokenizer(v, add_special_tokens=False)["input_ids"]) + 1 for v in VERDICTS]
-    assert all([len(tokens) for tokens in entry.logprobs] == lengths for entry in scored)
-    assert all(value <= 0 for entry in scored for tokens in entry.logprobs for value in tokens)
-    picks = {}
+    picks, firsts = {}, {}
     for rule in TRANSFORMERS_CHOICE_RULES:
         monkeypatch.setattr(smollm, "choice_rule", rule)
+        scored = smollm.option_logprobs(requests, VERDICTS)
+        # first_token scores each option's first token only (one row a check); the others every token.
+        wanted = [1] * len(VERDICTS) if rule == "first_token" else lengths
+        assert all([len(tokens) for tokens in entry.logprobs] == wanted for entry in scored)
+        assert all(value <= 0 for entry in scored for tokens in entry.logprobs for value in tokens)
+        firsts[rule] = [tokens[0] for entry in scored for tokens in entry.logprobs]
         picks[rule] = [c.text for c in smollm.complete(requests, Choice(VERDICTS))]
         assert picks[rule] == [
             VERDICTS[max(range(4), key=lambda j, e=entry: rank_option(e.logprobs[j], rule))] for entry in scored
         ]
+    # A check's row alone and its rows with each option give its options' first tokens the same scores.
+    assert firsts["first_token"] == pytest.approx(firsts["summed"], abs=1e-4)
     # Summed log-probabilities favour the one-token "missing" over the five-token "partially_meets".
     assert "partially_meets" not in picks["summed"]
 
