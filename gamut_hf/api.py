@@ -277,11 +277,22 @@ def judge_response(
             "none (pass image=..., or variant='text_only')"
         )
     prompt = _row_text(row, "question" if chosen == "multimodal" else "text_question", question_id)
-    shown_image = image if chosen == "multimodal" else None
+    shown_image, shown_id = None, None
+    if chosen == "multimodal" and image is not None:  # (None was refused above)
+        from gamut_hf.backends.images import fit_to_budget
+        from gamut_hf.backends.images import image_id as content_id
+        from gamut_hf.evaluation.source import image_sha
+
+        budget = (judge.options if isinstance(judge, Backend) else options).get("max_pixels")
+        shown_image, shown_id = fit_to_budget(image, budget), content_id(image_sha(image), budget)
     # Every check of this response shares the prompt up to the check: one prefix for the backend to reuse.
     prefix = hashlib.sha256(f"{question_id}\0{chosen}\0{response}".encode()).hexdigest()
     requests = [
-        replace(judge_request(prompt, shown_image, response, check, rationale=rationale), prefix_key=prefix)
+        replace(
+            judge_request(prompt, shown_image, response, check, rationale=rationale),
+            prefix_key=prefix,
+            image_id=shown_id,
+        )
         for check in checks
     ]
     if isinstance(judge, Backend):

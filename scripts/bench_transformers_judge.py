@@ -65,7 +65,7 @@ def measure(model: str, requests: list, options: dict[str, Any]) -> dict[str, An
 
 def _option(text: str) -> tuple[str, Any]:
     name, _, value = text.partition("=")
-    return name, json.loads(value) if value[:1] in "0123456789-tf[{\"" else value
+    return name, json.loads(value) if value[:1] in '0123456789-tf[{"' else value
 
 
 def main() -> None:

@@ -32,6 +32,9 @@ class ChatRequest:
     # question's checks). Servers with a prefix cache find that themselves; a backend that
     # manages its own cache reuses the shared prefix within each run of equal keys.
     prefix_key: str | None = None
+    # The image's content id (gamut_hf.backends.images.image_id): an engine that caches processed
+    # images by content (vLLM's uuid) then skips hashing its pixels for every request.
+    image_id: str | None = None
 
     def messages(self, image_part: Any = None) -> list[dict[str, Any]]:
         """OpenAI-style messages; ``image_part`` is the backend's encoding of the image."""

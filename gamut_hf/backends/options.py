@@ -48,7 +48,9 @@ class TransformersOptions(BackendOptions):
         None, description="accelerate's placement over GPUs: auto (the default on a GPU), balanced, sequential"
     )
     dtype: str = Field("auto", description="auto (the checkpoint's half precision on a GPU, float32 on a CPU)")
-    batch_size: int = Field(8, ge=1, description="sequences per forward pass: answers per generate(), checks per verdict pass")
+    batch_size: int = Field(
+        8, ge=1, description="sequences per forward pass: answers per generate(), checks per verdict pass"
+    )
     prefix_reuse: bool = Field(True, description="prefill a question's shared prompt prefix once for its checks")
     choice_rule: ChoiceRule = Field("first_token", description="how the judge's verdict options are ranked")
     max_pixels: int | None = Field(None, ge=1, description="image budget, for processors that take one (Qwen)")

@@ -93,6 +93,17 @@ def _folder_templates(folder: Path) -> list[str]:
     return texts
 
 
+def _image_part(request: ChatRequest) -> dict[str, Any] | None:
+    """The request's image as vLLM's chat takes it; with its content id as the ``uuid``, vLLM's
+    processor cache finds a question's photo by name and never hashes its pixels again."""
+    if request.image is None:
+        return None
+    part: dict[str, Any] = {"type": "image_pil", "image_pil": request.image}
+    if request.image_id is not None:
+        part["uuid"] = request.image_id
+    return part
+
+
 class VLLMBackend(Backend):
     name = "vllm"
     # vLLM schedules a whole call at once: large calls keep the GPU full.
@@ -212,10 +223,7 @@ class VLLMBackend(Backend):
                 f"model {self.model!r} is text-only but a request has an image: use the text_only variant "
                 "of the dataset (or a vision-language model)"
             )
-        conversations = [
-            request.messages({"type": "image_pil", "image_pil": request.image} if request.image is not None else None)
-            for request in requests
-        ]
+        conversations = [request.messages(_image_part(request)) for request in requests]
         params = [self._sampling_params(request, constraint) for request in requests]
         started = time.perf_counter()
         variables = self.verdict_template_kwargs if constraint is not None else {}

@@ -28,6 +28,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from gamut_hf.backends.base import Backend, ChatRequest, Completion
+from gamut_hf.backends.images import fit_to_budget, image_id
 from gamut_hf.core.rubric import Check
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, Outcome, ScoreParams, score_run
 from gamut_hf.dataset.features import DETAILS_FEATURES
@@ -122,7 +123,11 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
                 todo = [(q, k) for q, k in batch if k not in done]
                 if not todo:
                     continue
-                requests = [generate_request(q.prompt, source.image(q), config.max_tokens) for q, _ in todo]
+                shown = [shown_image(source, q, config.candidate) for q, _ in todo]
+                requests = [
+                    replace(generate_request(q.prompt, image, config.max_tokens), image_id=name)
+                    for (q, _), (image, name) in zip(todo, shown, strict=True)
+                ]
                 completions = backend.complete(requests)
                 store.add_generations(
                     {
@@ -223,6 +228,16 @@ def _judge_jobs(
     return [job for job in jobs if job.key not in stored], len(stored), unanswered
 
 
+def shown_image(source: Questions, question: PlannedQuestion, model: ModelSpec) -> tuple[Any, str | None]:
+    """The question's photo as ``model`` is shown it (downscaled to its max_pixels) and its
+    content id; (None, None) for the text_only variant."""
+    image = source.image(question)
+    if image is None:
+        return None, None
+    budget = model.options.get("max_pixels")
+    return fit_to_budget(image, budget), image_id(question.image_sha, budget)
+
+
 def _question_batches(jobs: Sequence[JudgeJob], size: int) -> Iterator[list[JudgeJob]]:
     """Batches of about ``size`` checks that never split a question."""
     batch: list[JudgeJob] = []
@@ -279,17 +294,22 @@ def judge(
     try:
         with tqdm(total=len(jobs), desc="judge", unit="check", dynamic_ncols=True) as bar:
             for batch in _question_batches(jobs, size):
-                image = {q.id: source.image(q) for q in {job.question.id: job.question for job in batch}.values()}
+                # Each question's photo fetched and downscaled once, for all of its checks.
+                shown = {
+                    q.id: shown_image(source, q, config.judge)
+                    for q in {job.question.id: job.question for job in batch}.values()
+                }
                 requests = [
                     replace(
                         judge_request(
                             job.question.prompt,
-                            image[job.question.id],
+                            shown[job.question.id][0],
                             job.generation.response,
                             job.check,
                             rationale=config.rationale,
                         ),
                         prefix_key=job.generation.key,
+                        image_id=shown[job.question.id][1],
                     )
                     for job in batch
                 ]

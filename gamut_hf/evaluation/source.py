@@ -92,7 +92,7 @@ class QuestionSource:
                         "are with --images (crag-mm, crag-mm=PATH or a folder)"
                     )
                 self.resolver = image_resolver(config.images, fetch_urls=config.fetch_image_urls)
-                shas = resolve_images(rows, self.resolver, config.dataset, _image_sha)
+                shas = resolve_images(rows, self.resolver, config.dataset, image_sha)
             questions = [replace(q, image_sha=sha) for q, sha in zip(questions, shas, strict=True)]
         self.questions = questions
 
@@ -106,7 +106,7 @@ class QuestionSource:
         shas, missing = [], []
         for qid, row in zip(ids, rows, strict=True):
             try:
-                shas.append(_image_sha(self.resolver(row)))
+                shas.append(image_sha(self.resolver(row)))
             except (ImageNotFound, InputError) as error:
                 missing.append((qid, str(error)))
         if missing:
@@ -126,7 +126,8 @@ class QuestionSource:
         return self.resolver(row) if self.resolver is not None else row["image"]
 
 
-def _image_sha(image: Any) -> str:
+def image_sha(image: Any) -> str:
+    """A decoded image's content hash (mode, size and pixels), for images that are not stored bytes."""
     digest = hashlib.sha256(f"{image.mode}:{image.size}".encode())
     digest.update(image.tobytes())
     return digest.hexdigest()

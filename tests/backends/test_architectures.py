@@ -247,6 +247,14 @@ def test_vllm(family, transformers_judge):
         assert all(v.cached_tokens and v.cached_tokens > 0.5 * v.prompt_tokens for v in verdicts[1:])
         share = sum(v.cached_tokens or 0 for v in verdicts) / sum(v.prompt_tokens for v in verdicts)
         CELLS[family.name, "vllm", "prefix reuse"] = f"ok ({100 * share:.0f}% cached)"
+        if options:  # Qwen's image tokens follow the image's size
+            # A request's image_id reaches vLLM as the image's uuid: its processor cache takes the id's
+            # word for the pixels (what lets a question's photo be hashed and processed once).
+            named = backend.complete([dataclasses.replace(question, image=photo(), image_id="photo-1")])[0]
+            tiny = photo().resize((32, 32))
+            assert backend.complete([dataclasses.replace(question, image=tiny)])[0].prompt_tokens != named.prompt_tokens
+            same_name = backend.complete([dataclasses.replace(question, image=tiny, image_id="photo-1")])[0]
+            assert same_name.prompt_tokens == named.prompt_tokens
     finally:
         backend.close()
 
