@@ -61,6 +61,8 @@ def test_gpu_eval_sh_runs_audit_run_summary_and_report_with_tiny_qwen3_vl(tmp_pa
     assert "platform cpu" in doctor and "Initializing" not in doctor
     # Two engines: the candidate's, then one judge engine for the audit and the run.
     assert (stdout + done.stderr).count("Initializing a V1 LLM engine") == 2
+    # Inside each engine call, vLLM's own bar counts finished requests, with a rate and tokens/s.
+    assert "Processed prompts" in done.stderr and "toks/s" in done.stderr
     summary = stdout[stdout.rindex("judge audit: kappa") :]  # the script's own summary, after the commands' output
     assert "kappa" in summary and "injection flip rate" in summary
     for stage, unit in (("audit", "checks/s"), ("generate", "generations/s"), ("judge", "checks/s")):
