@@ -136,10 +136,26 @@ def _vllm_version() -> str:
     return "?"
 
 
+# What a backend does instead of another backend's option, for the names users carry over.
+INSTEAD: dict[tuple[str, str], str] = {
+    ("vllm", "device_map"): "vLLM spreads a model over GPUs with tensor_parallel_size and pipeline_parallel_size",
+    ("vllm", "device"): "vLLM runs on the platform it was built for (the CPU build on a CPU)",
+    ("vllm", "batch_size"): "vLLM batches by itself; max_num_seqs bounds the sequences in one step",
+    ("transformers", "tensor_parallel_size"): "the transformers backend spreads a model over GPUs with device_map",
+    ("transformers", "gpu_memory_utilization"): "the transformers backend takes the memory the weights need",
+}
+
+
 def _unknown_option(backend: str, name: str, valid: list[str], accepted: str) -> OptionError:
     closest = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
     hint = f" (did you mean {closest[0]!r}?)" if closest else ""
-    return OptionError(f"the {backend} backend has no option {name!r}{hint}; it accepts: {accepted}")
+    message = f"the {backend} backend has no option {name!r}{hint}; it accepts: {accepted}"
+    owners = [other for other, declared in BACKEND_OPTIONS.items() if other != backend and name in declared.model_fields]
+    if owners:
+        message += f". {name!r} is an option of the {' and '.join(owners)} backend{'s' if len(owners) > 1 else ''}"
+        if (backend, name) in INSTEAD:
+            message += f": {INSTEAD[backend, name]}"
+    return OptionError(message)
 
 
 def check_options(backend: str, options: Mapping[str, Any]) -> None:

@@ -17,7 +17,9 @@ answers instead of grading a reasoning as if it were the answer.
 A *judge* must not think: its verdict is constrained to four words, and a grammar that starts
 inside an opened ``<think>`` makes the verdict a cut reasoning. Templates with a switch (Qwen3's
 ``enable_thinking``) get it turned off for every constrained request
-(:func:`verdict_template_kwargs`).
+(:func:`verdict_template_kwargs`); a template that opens ``<think>`` whatever it is told (Qwen3's
+Thinking-2507 releases, DeepSeek-R1's) cannot judge, and is refused in one line
+(:func:`check_verdict_prompt`) before its first verdict.
 
 Pure: nothing here imports torch or a tokenizer library; a tokenizer is any object with the
 ``convert_tokens_to_ids``, ``convert_ids_to_tokens`` and ``decode`` of transformers' (vLLM's
@@ -29,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from gamut_hf.backends.base import BackendError
 
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
@@ -47,6 +51,24 @@ def verdict_template_kwargs(*templates: object) -> dict[str, Any]:
     where one of ``templates`` (the model's chat template texts) reads the switch, else none, so a
     template without it renders exactly as before."""
     return {THINKING_SWITCH: False} if any(isinstance(t, str) and THINKING_SWITCH in t for t in templates) else {}
+
+
+def opens_reasoning(prompt: str) -> bool:
+    """Whether a rendered prompt ends inside an opened ``<think>``: the model's first words would
+    be its reasoning."""
+    return prompt.rstrip().endswith(THINK_OPEN)
+
+
+def check_verdict_prompt(model: str, prompt: str) -> None:
+    """Refuse a judge whose chat template, with reasoning switched off where it can be, still
+    leaves the verdict's prompt inside ``<think>``: the verdict grammar would cut its reasoning
+    and every verdict would be noise."""
+    if opens_reasoning(prompt):
+        raise BackendError(
+            f"judge {model!r}: its chat template opens <think> before every answer and has no "
+            f"{THINKING_SWITCH} switch to close it, so each verdict would be cut mid-reasoning; judge with "
+            "the model's Instruct release, or give the model folder a chat template with the switch (Qwen3's)"
+        )
 
 
 def template_texts(template: object) -> list[str]:

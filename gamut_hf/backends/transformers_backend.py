@@ -43,7 +43,12 @@ from gamut_hf.backends.base import (
 )
 from gamut_hf.backends.models import resolve_model
 from gamut_hf.backends.options import TRANSFORMERS_CHOICE_RULES
-from gamut_hf.backends.reasoning import split_token_ids, template_texts, verdict_template_kwargs
+from gamut_hf.backends.reasoning import (
+    check_verdict_prompt,
+    split_token_ids,
+    template_texts,
+    verdict_template_kwargs,
+)
 
 
 def rank_option(token_logprobs: Sequence[float], rule: str) -> float:
@@ -118,11 +123,17 @@ def _placement(device: str, device_map: str | None, dtype: str, config: Any) -> 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BackendError(f"transformers: device={device} but torch sees no GPU (torch.cuda.is_available() is False)")
-    if device == "cpu" and device_map not in (None, "cpu"):
-        raise BackendError(f"transformers: device_map={device_map} needs a GPU; on the CPU leave it out")
+        raise BackendError(
+            f"transformers: device={device} but torch sees no GPU (torch.cuda.is_available() is False): "
+            "leave device out to run on the CPU, or run `gamut doctor` to see why the GPU is not found"
+        )
+    if device == "cpu" and device_map not in (None, "auto", "cpu"):
+        raise BackendError(
+            f"transformers: device_map={device_map} places weights over GPUs and this run is on the CPU: "
+            "leave device_map out (or auto)"
+        )
     # A named device holds the whole model; on "cuda", "auto" spreads it over every visible GPU.
-    where = device_map or ("auto" if device == "cuda" else device)
+    where = "cpu" if device == "cpu" else device_map or ("auto" if device == "cuda" else device)
     placement = {} if where == "cpu" else {"device_map": where}
     if dtype != "auto":
         chosen = getattr(torch, dtype, None)
@@ -305,7 +316,7 @@ class TransformersBackend(Backend):
         template = self.processor or self.tokenizer
         variables = self.verdict_template_kwargs if constrained else {}
         try:
-            return template.apply_chat_template(
+            text = template.apply_chat_template(
                 messages, add_generation_prompt=add_generation_prompt, tokenize=False, **variables
             )
         except TemplateError:
@@ -313,9 +324,12 @@ class TransformersBackend(Backend):
                 raise
             system, user = messages[0], messages[1]
             folded = {**user, "content": _prepend_text(user["content"], _text_of(system["content"]))}
-            return template.apply_chat_template(
+            text = template.apply_chat_template(
                 [folded, *messages[2:]], add_generation_prompt=add_generation_prompt, tokenize=False, **variables
             )
+        if constrained:
+            check_verdict_prompt(self.model, text)
+        return text
 
     def _template_turn_end(self) -> int | None:
         """The token the chat template writes right after an assistant message, if it writes one."""

@@ -40,7 +40,14 @@ from gamut_hf.backends.base import (
     JsonSchema,
 )
 from gamut_hf.backends.models import resolve_model
-from gamut_hf.backends.reasoning import Split, split_token_ids, template_texts, verdict_template_kwargs
+from gamut_hf.backends.reasoning import (
+    PROMPT_TAIL_TOKENS,
+    Split,
+    check_verdict_prompt,
+    split_token_ids,
+    template_texts,
+    verdict_template_kwargs,
+)
 
 # vLLM's CPU backend reserves this share of a NUMA node's memory for weights and KV cache;
 # its GPU default (0.9) makes it refuse to start on a machine with ordinary memory.
@@ -210,6 +217,18 @@ class VLLMBackend(Backend):
             *template_texts(getattr(self._llm.get_tokenizer(), "chat_template", None)),
             *_folder_templates(Path(self.model_path)),
         )
+        self._verdict_template_checked = False
+
+    def _check_verdict_template(self, conversation: list[dict[str, Any]], variables: dict[str, Any]) -> None:
+        """Refuse a judge whose template leaves a verdict's prompt inside <think>, before its first
+        verdict call: one token of one request, rendered as the engine renders every one."""
+        assert self._llm is not None
+        probe = self._llm.chat(
+            [conversation], SamplingParams(max_tokens=1), use_tqdm=False, chat_template_kwargs=variables or None
+        )[0]
+        tail = probe.prompt_token_ids[-PROMPT_TAIL_TOKENS:] if probe.prompt_token_ids else []
+        check_verdict_prompt(self.model, self._llm.get_tokenizer().decode(list(tail)))
+        self._verdict_template_checked = True
 
     def _sampling_params(self, request: ChatRequest, constraint: Constraint) -> SamplingParams:
         structured = None
@@ -239,8 +258,10 @@ class VLLMBackend(Backend):
             )
         conversations = [request.messages(_image_part(request)) for request in requests]
         params = [self._sampling_params(request, constraint) for request in requests]
-        started = time.perf_counter()
         variables = self.verdict_template_kwargs if constraint is not None else {}
+        if constraint is not None and not self._verdict_template_checked:
+            self._check_verdict_template(conversations[0], variables)
+        started = time.perf_counter()
         outputs = self._llm.chat(
             conversations, params, use_tqdm=_progress(len(requests)), chat_template_kwargs=variables or None
         )

@@ -42,6 +42,14 @@ def test_each_backend_takes_exactly_its_declared_options(backend):
         ("vllm", {"block_size": "16"}, "option block_size='16': Input should be a valid integer"),
         ("vllm", {"gpu_memory_utilization": 1.5}, "option gpu_memory_utilization=1.5: Input should be less than"),
         ("transformers", {"choice_rule": "vote"}, "option choice_rule='vote': Input should be 'summed', 'mean'"),
+        (
+            "vllm",
+            {"device_map": "auto"},
+            "'device_map' is an option of the transformers backend: vLLM spreads a model over GPUs with "
+            "tensor_parallel_size and pipeline_parallel_size",
+        ),
+        ("transformers", {"tensor_parallel_size": 2}, "spreads a model over GPUs with device_map"),
+        ("openai", {"max_pixels": 5}, "'max_pixels' is an option of the transformers and vllm backends"),
     ],
 )
 def test_an_unknown_or_mistyped_option_is_one_line_naming_it(backend, options, message):
@@ -118,6 +126,11 @@ def test_good_options_pass():
             ["--judge-backend", "openai", "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-option", "timeout=abc"],
             "the openai backend's option timeout='abc': Input should be a valid number",
         ),
+        (
+            ["--judge-backend", "vllm", "--judge-option", "device_map=auto"],
+            "the vllm backend has no option 'device_map'",
+        ),
+        (["--judge-option", "batch_size=many"], "the transformers backend's option batch_size='many': Input should be"),
     ],
 )
 def test_gamut_run_refuses_a_bad_option_before_anything_runs(gamut, tmp_path, extra, message):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from conftest import error_lines
 from tiny_models import build_tiny_llava
 
 from gamut_hf.backends import load_backend
@@ -158,3 +159,34 @@ def test_multimodal_generation_and_verdicts_with_an_image(tiny_llava):
     fresh = tiny_llava.complete(judge_requests("A latte.", image, prefix_key=None), Choice(VERDICTS))
     assert [c.text for c in reused] == [c.text for c in fresh]
     assert all(c.text in VERDICTS and c.cached_tokens > 16 for c in reused)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("device=cuda", "transformers: device=cuda but torch sees no GPU"),
+        ("device_map=balanced", "transformers: device_map=balanced places weights over GPUs and this run is on the CPU"),
+    ],
+)
+def test_a_gpu_placement_on_a_machine_without_one_is_refused_in_one_line(gamut, tmp_path, option, message):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    done = gamut("run", "--out", tmp_path / "run", "--limit", "1", "--model-option", option)
+    assert done.code == 2, done.err
+    *said, line = error_lines(done.err)  # what the run did, then the refusal
+    assert line.startswith("gamut: ") and not any(s.startswith("gamut: ") for s in said), done.err
+    assert message in line, line
+
+
+def test_device_map_auto_on_a_cpu_machine_stays_on_the_cpu():
+    """The GPU script's device_map=auto runs unchanged in a CPU rehearsal."""
+    import torch
+
+    from gamut_hf.backends.transformers_backend import _placement
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert _placement("auto", "auto", "auto", None) == ({}, torch.float32)
+    assert _placement("cpu", None, "bfloat16", None) == ({}, torch.bfloat16)
