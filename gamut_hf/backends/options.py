@@ -150,7 +150,9 @@ def _unknown_option(backend: str, name: str, valid: list[str], accepted: str) ->
     closest = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
     hint = f" (did you mean {closest[0]!r}?)" if closest else ""
     message = f"the {backend} backend has no option {name!r}{hint}; it accepts: {accepted}"
-    owners = [other for other, declared in BACKEND_OPTIONS.items() if other != backend and name in declared.model_fields]
+    owners = [
+        other for other, declared in BACKEND_OPTIONS.items() if other != backend and name in declared.model_fields
+    ]
     if owners:
         message += f". {name!r} is an option of the {' and '.join(owners)} backend{'s' if len(owners) > 1 else ''}"
         if (backend, name) in INSTEAD:

@@ -36,7 +36,11 @@ def test_each_backend_takes_exactly_its_declared_options(backend):
 @pytest.mark.parametrize(
     ("backend", "options", "message"),
     [
-        ("transformers", {"bogus": 1}, "the transformers backend has no option 'bogus'; it accepts: device, device_map, dtype,"),
+        (
+            "transformers",
+            {"bogus": 1},
+            "the transformers backend has no option 'bogus'; it accepts: device, device_map, dtype,",
+        ),
         ("openai", {"max_pixels": 5}, "the openai backend has no option 'max_pixels'; it accepts: base_url,"),
         ("openai", {"timeout": "abc"}, "option timeout='abc': Input should be a valid number"),
         ("vllm", {"block_size": "16"}, "option block_size='16': Input should be a valid integer"),

@@ -6,8 +6,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from PIL import Image
 from conftest import error_lines
+from PIL import Image
 from tiny_models import build_tiny_llava
 
 from gamut_hf.backends import load_backend
@@ -165,7 +165,10 @@ def test_multimodal_generation_and_verdicts_with_an_image(tiny_llava):
     ("option", "message"),
     [
         ("device=cuda", "transformers: device=cuda but torch sees no GPU"),
-        ("device_map=balanced", "transformers: device_map=balanced places weights over GPUs and this run is on the CPU"),
+        (
+            "device_map=balanced",
+            "transformers: device_map=balanced places weights over GPUs and this run is on the CPU",
+        ),
     ],
 )
 def test_a_gpu_placement_on_a_machine_without_one_is_refused_in_one_line(gamut, tmp_path, option, message):
