@@ -210,6 +210,7 @@ def test_vllm_complete_splits_free_text_by_token_ids(special, monkeypatch):
     backend = object.__new__(vllm_backend.VLLMBackend)  # no engine started: its output is scripted
     backend.model, backend.multimodal, backend.stats, backend._llm = "scripted", False, BackendStats(), engine
     backend.verdict_template_kwargs = {}  # a template without a thinking switch
+    backend._verdict_template_checked = False
     thought, cut, plain = backend.complete([ChatRequest(user=str(i)) for i in range(3)])
     assert (thought.text, thought.reasoning, thought.reasoning_unclosed) == (ANSWER, REASONING, False)
     assert (cut.text, cut.reasoning, cut.reasoning_unclosed) == ("", REASONING, True)
