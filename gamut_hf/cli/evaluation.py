@@ -23,10 +23,10 @@ if TYPE_CHECKING:  # the pipeline pulls in datasets and tqdm: imported only by t
 
 
 def _price(text: str | None, flag: str) -> Any:
-    """``IN/OUT``, US$ per million prompt and output tokens, as a :class:`~gamut_hf.evaluation.plan.Price`."""
+    """``IN/OUT``, US$ per million prompt and output tokens, as a :class:`~gamut_hf.evaluation.prices.Price`."""
     import math
 
-    from gamut_hf.evaluation.plan import Price
+    from gamut_hf.evaluation.prices import Price
 
     if text is None:
         return None
@@ -113,26 +113,26 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         audit_folder = Path(options["out"]).parent / default_audit_folder(config.judge)
     if dry_run:
         from gamut_hf.evaluation.plan import plan_lines, plan_run, stored_work
+        from gamut_hf.evaluation.prices import run_prices
         from gamut_hf.evaluation.source import QuestionSource
+        from gamut_hf.evaluation.store import read_info
 
         plan = plan_run(
             config,
             QuestionSource(config),
             stored_work(options["out"], config.retry_errors),
             [stage for stage in stages if stage != "score"],
-            prices,
+            run_prices(config, prices, (read_info(options["out"]) or {}).get("prices")),
         )
         for line in plan_lines(plan, config):
             click.echo(line)
         if audit_folder is not None:
             click.echo(f"then the judge's audit into {audit_folder}, with the judge's engine of the judge stage")
         return
-    elif any(prices.values()):
-        raise BadInput("--model-price and --judge-price go with --dry-run (the estimate of a run's cost)")
     if audit_folder is None:
-        results, reports = run_pipeline(config, options["out"], stages=stages, echo=echo_err)
+        results, reports = run_pipeline(config, options["out"], stages=stages, echo=echo_err, prices=prices)
     else:
-        results, reports = _run_with_audit(config, options["out"], stages, audit_folder, audit_limit)
+        results, reports = _run_with_audit(config, options["out"], stages, audit_folder, audit_limit, prices)
     if results is not None:
         print_summary(results, options["out"])
     exit_if_every_request_failed(reports)
@@ -166,7 +166,9 @@ def _audit_and_show(judge: Any, folder: Path, **audit: Any) -> None:
     click.echo(f"  wrote {folder / 'audit.json'}, {folder / 'audit.md'} and {folder / 'audit-confusion.png'}")
 
 
-def _run_with_audit(config: Any, out: str, stages: tuple[str, ...], folder: Path, limit: int | None) -> Any:
+def _run_with_audit(
+    config: Any, out: str, stages: tuple[str, ...], folder: Path, limit: int | None, prices: dict[str, Any]
+) -> Any:
     """The run, with the judge's audit (into ``folder``) judged by the judge stage's own engine.
     The folder is claimed before anything runs, so a folder that is not an audit's is refused
     before generation, not after it."""
@@ -185,7 +187,7 @@ def _run_with_audit(config: Any, out: str, stages: tuple[str, ...], folder: Path
         )
 
     with _claim_audit_folder(folder, "--audit-out"):
-        return run_pipeline(config, out, stages=stages, echo=echo_err, before_judging=audit)
+        return run_pipeline(config, out, stages=stages, echo=echo_err, before_judging=audit, prices=prices)
 
 
 @click.command("run", epilog=EXIT_STATUS_HELP)

@@ -24,6 +24,7 @@ from gamut_hf.core.rubric import (
 from gamut_hf.core.scorer import ScoreParams
 from gamut_hf.errors import first_problem, shown
 from gamut_hf.evaluation.config import EMBEDDED_MAX_TOKENS
+from gamut_hf.evaluation.prices import cost_line
 from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESULTS_FILE, unclosed_line
 from gamut_hf.files import InputError, parse_json, read_json
 
@@ -271,9 +272,10 @@ def pipeline_options(command: Any) -> Any:
         click.option(
             "--model-price",
             metavar="IN/OUT",
-            help="With --dry-run: the candidate's US$ per million prompt/output tokens (e.g. 1.25/10).",
+            help="The candidate's US$ per million prompt/output tokens (e.g. 1.25/10), for the run's cost and "
+            "--dry-run's estimate; kept with the run [default: the shipped list price of an API model].",
         ),
-        click.option("--judge-price", metavar="IN/OUT", help="With --dry-run: the judge's, likewise."),
+        click.option("--judge-price", metavar="IN/OUT", help="The judge's, likewise."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -293,6 +295,9 @@ def print_summary(results: RunResults, out: str) -> None:
         )
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
+    cost = cost_line(results.cost, results.usage)
+    if cost:
+        click.echo(f"  {cost}")
     _echo_judge_audit(results, Path(out))
     click.echo(f"  {score.questions} questions, {score.checks} checks: {shares}")
     if results.unclosed_reasoning:

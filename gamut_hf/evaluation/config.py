@@ -147,18 +147,10 @@ def stored_run_config(out: str | Path, *, claim: bool = True) -> RunConfig | Non
 
 
 def _read_only_config(out: str | Path) -> RunConfig | None:
-    import json
-    import sqlite3
+    from gamut_hf.evaluation.store import STORE_FILE, read_info
 
-    from gamut_hf.evaluation.store import STORE_FILE, read_only_store
-
-    path = Path(out) / STORE_FILE
-    try:
-        with read_only_store(path) as db:
-            info = {name: json.loads(value) for name, value in db.execute("SELECT name, value FROM run_info")}
-    except (sqlite3.Error, ValueError):  # not a store this version reads: planned as a new run
-        return None
-    return _recorded_config(info, path)
+    info = read_info(out)  # None: not a store this version reads, planned as a new run
+    return None if info is None else _recorded_config(info, Path(out) / STORE_FILE)
 
 
 def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, checked: bool = True) -> RunConfig:

@@ -41,6 +41,7 @@ from gamut_hf.evaluation.judge import (
     judge_request,
     parse_verdict,
 )
+from gamut_hf.evaluation.prices import Price, given_prices, run_prices, stage_costs
 from gamut_hf.evaluation.run_folder import (
     RunResults,
     StageReport,
@@ -468,6 +469,7 @@ def score(
             )
         per_question.append((q.checks, outcomes))
     run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
+    usage = {"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))}
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
     results = RunResults(
@@ -481,7 +483,8 @@ def score(
         judge_errors=judge_errors,
         unfinished_checks=unfinished,
         unclosed_reasoning=sum(g.error is None and g.reasoning_unclosed for g in answered),
-        usage={"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))},
+        usage=usage,
+        cost=stage_costs(run_prices(config, {}, info.get("prices")), usage),
         stages=list(stages),
     )
     responses: dict[str, list[Any]] = {
@@ -509,13 +512,17 @@ def rescore(
 # -- the whole run ---------------------------------------------------------------------------
 
 
-def record_run(config: RunConfig, source: QuestionSource, store: RunStore) -> None:
-    """Put the run's questions and settings in the store: from then on it scores alone."""
+def record_run(
+    config: RunConfig, source: QuestionSource, store: RunStore, prices: dict[str, Price | None] | None = None
+) -> None:
+    """Put the run's questions and settings in the store, and the prices given (each with the model
+    it is for, beside those given before): from then on it scores alone."""
     store.put_questions(q.stored(config.variant) for q in source.questions)
     store.set_info(
         config=config.model_dump(mode="json"),
         question_ids=[q.id for q in source.questions],
         dataset_fingerprint=source.data._fingerprint,
+        prices={**store.info().get("prices", {}), **given_prices(prices or {}, config)},
     )
 
 
@@ -526,14 +533,16 @@ def run(
     stages: Sequence[str] = ("generate", "judge", "score"),
     echo: Echo = print,
     before_judging: Callable[[SharedBackend], object] | None = None,
+    prices: dict[str, Price | None] | None = None,
 ) -> tuple[RunResults | None, list[StageReport]]:
     """Generate, judge and score (or some of these) into the run folder ``out``: the results
     (None without the score stage) and what each stage did. ``before_judging`` runs after
     generation (its engine closed) with the judge that the judge stage then uses: the judge's
-    audit (``gamut run --audit``), without a second load of the judge."""
+    audit (``gamut run --audit``), without a second load of the judge. ``prices``: the candidate's
+    and the judge's given prices (``--model-price``, ``--judge-price``), kept for the run's cost."""
     source = QuestionSource(config)
     with hold_run_folder(out), RunStore(out) as store:
-        record_run(config, source, store)
+        record_run(config, source, store, prices)
         reports = []
         if "generate" in stages:
             reports.append(generate(config, source, store, echo))

@@ -26,6 +26,7 @@ from gamut_hf.evaluation.judge import (
     VERDICT_ONLY_FORMAT,
     quote_response,
 )
+from gamut_hf.evaluation.prices import Price
 from gamut_hf.evaluation.source import Questions
 
 # Where no tokenizer is at hand: the usual rule of thumb for English text in BPE vocabularies.
@@ -33,16 +34,6 @@ CHARS_PER_TOKEN = 4
 RATIONALE_TOKENS = 200  # the judge's cap on a rationale and its verdict (judge_request)
 
 TokenCount = Callable[[str], int]
-
-
-class Price(BaseModel):
-    """US dollars per million tokens, sent (prompt) and received (output)."""
-
-    prompt: float
-    output: float
-
-    def cost(self, prompt_tokens: int, output_tokens: int) -> float:
-        return (prompt_tokens * self.prompt + output_tokens * self.output) / 1e6
 
 
 class StagePlan(BaseModel):

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 from gamut_hf import atomic
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, RunScore, ScoreParams
 from gamut_hf.errors import first_problem
+from gamut_hf.evaluation.prices import StageCost
 from gamut_hf.evaluation.store import STORE_FILES
 from gamut_hf.files import MAX_JSON_BYTES, InputError, decode_text, parse_json, read_bytes
 
@@ -120,8 +121,16 @@ class RunResults(BaseModel):
     # judged like any empty answer. Absent (0) in folders written before it was counted.
     unclosed_reasoning: int = 0
     usage: dict[str, dict[str, int | float]]
+    # Each priced stage's cost in US$ and the price it was priced at (gamut_hf.evaluation.prices);
+    # a stage of a local model without a given price is absent.
+    cost: dict[str, StageCost] = Field(default_factory=dict)
     stages: list[StageReport] = Field(default_factory=list)
     files: dict[str, FileDigest] = Field(default_factory=dict, description="file name -> its size and sha256")
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The run's cost over its priced stages; None where none is priced."""
+        return sum(cost.usd for cost in self.cost.values()) if self.cost else None
 
 
 RUN_FOLDER_ADVICE = "give --out a new or empty folder, or a run folder"

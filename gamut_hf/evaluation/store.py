@@ -423,3 +423,16 @@ def read_only_store(path: Path) -> Iterator[StoreConnection]:
             yield db
         finally:
             db.close()
+
+
+def read_info(out: str | Path) -> dict[str, Any] | None:
+    """The run info of the store in the folder ``out``, read without writing (a dry run); None
+    where there is no store, or none this version reads."""
+    path = Path(out) / STORE_FILE
+    if not path.is_file():
+        return None
+    try:
+        with read_only_store(path) as db:
+            return {name: json.loads(value) for name, value in db.execute("SELECT name, value FROM run_info")}
+    except (sqlite3.Error, ValueError):
+        return None

@@ -91,8 +91,9 @@ def test_a_local_model_is_counted_with_its_tokenizer_and_bad_prices_are_one_line
     for price in ("1.25", "a/b", "-1/2", "nan/1", "1/inf"):
         refused = gamut("run", "--out", tmp_path / "run", "--dry-run", "--judge-price", price)
         assert refused.code == 2 and refused.err.count("\n") == 1 and "--judge-price: expected IN/OUT" in refused.err
-    refused = gamut("run", "--out", tmp_path / "run", "--model-price", "1/2")
-    assert refused.code == 2 and "go with --dry-run" in refused.err and not (tmp_path / "run").exists()
+    # A real run takes prices too (its cost): a bad one is refused before anything is written.
+    refused = gamut("run", "--out", tmp_path / "run", "--model-price", "1/x")
+    assert refused.code == 2 and "--model-price: expected IN/OUT" in refused.err and not (tmp_path / "run").exists()
 
 
 def test_each_pipeline_command_shows_a_dry_run_example_in_its_help(gamut):

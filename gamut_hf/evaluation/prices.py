@@ -1,0 +1,140 @@
+"""What a run costs: a price per million tokens for each model, and the cost of each stage.
+
+A price comes, in this order, from ``--model-price``/``--judge-price IN/OUT`` (kept in the run's
+store with the model it was given for, so a resumed run, ``gamut judge`` after ``gamut generate``
+and ``gamut score`` price it the same), or, for a model behind an OpenAI-compatible endpoint,
+from the shipped table of list prices (``gamut_hf/data/prices/prices.json``, dated: prices
+change). A local model (transformers, vllm) has no list price: its stages are priced only when
+a price is given. A stage is priced from the tokens the run store holds for it, which are the
+tokens of every call of the run, resumed or not: what the run cost, not one invocation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:  # results.json's reader imports this module: it stays free of the backends
+    from gamut_hf.evaluation.config import ModelSpec, RunConfig
+
+PRICE_TABLE = Path(__file__).resolve().parents[1] / "data" / "prices" / "prices.json"
+
+ROLES = ("candidate", "judge")
+STAGE_OF_ROLE: dict[str, str] = {"candidate": "generation", "judge": "judge"}
+PRICE_FLAG: dict[str, str] = {"candidate": "--model-price", "judge": "--judge-price"}
+# A dated release of a listed model (gpt-4o-2024-08-06, claude-opus-4-5-20251101) has its price;
+# another model whose name merely starts like it (gpt-5.4 after gpt-5) does not.
+DATED_RELEASE = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-latest)?")
+
+
+class Price(BaseModel):
+    """US dollars per million tokens: sent (prompt), received (output) and, where the provider
+    bills them apart, prompt tokens read from its prompt cache."""
+
+    prompt: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cached_prompt: float | None = Field(None, ge=0)
+    source: str = Field("given", description="where the price comes from: a flag, or the table and its date")
+
+    def cost(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        cached = min(cached_tokens, prompt_tokens) if self.cached_prompt is not None else 0
+        fresh = prompt_tokens - cached
+        return (fresh * self.prompt + cached * (self.cached_prompt or 0.0) + output_tokens * self.output) / 1e6
+
+    def per_million(self) -> str:
+        return f"${self.prompt:g}/${self.output:g} per M tokens"
+
+
+class StageCost(BaseModel):
+    """results.json's cost of one stage: the price it was priced at and the US dollars."""
+
+    price: Price
+    usd: float
+
+
+@cache
+def price_table() -> tuple[str, dict[str, Price]]:
+    """The shipped list prices: their date and each model's price."""
+    table = json.loads(PRICE_TABLE.read_text(encoding="utf-8"))
+    source = f"list price of {table['date']}"
+    return table["date"], {name: Price(**price, source=source) for name, price in table["models"].items()}
+
+
+def listed_price(model: str) -> Price | None:
+    """The table's price of ``model`` (a provider prefix such as ``openai/`` and a dated release
+    suffix are allowed), None where it is not listed."""
+    name = model.rsplit("/", 1)[-1].lower()
+    _, prices = price_table()
+    for listed in sorted(prices, key=len, reverse=True):
+        if name.startswith(listed) and DATED_RELEASE.fullmatch(name[len(listed) :]):
+            return prices[listed]
+    return None
+
+
+def given_prices(given: dict[str, Price | None], config: RunConfig) -> dict[str, dict[str, Any]]:
+    """The prices given on the command line as the store keeps them: with the model each is for."""
+    return {
+        role: {"model": _spec(config, role).name, **price.model_dump(exclude={"source"})}
+        for role, price in given.items()
+        if price is not None
+    }
+
+
+def run_prices(
+    config: RunConfig, given: dict[str, Price | None], stored: dict[str, Any] | None = None
+) -> dict[str, Price | None]:
+    """Each role's price: given now, else given earlier for the same model (``stored``, from the
+    run's store), else listed for a model behind an OpenAI-compatible endpoint, else none."""
+    prices: dict[str, Price | None] = {}
+    for role in ROLES:
+        spec = _spec(config, role)
+        kept = (stored or {}).get(role)
+        if given.get(role) is not None:
+            prices[role] = given[role].model_copy(update={"source": PRICE_FLAG[role]})  # type: ignore[union-attr]
+        elif isinstance(kept, dict) and kept.get("model") == spec.name:
+            fields = {name: value for name, value in kept.items() if name != "model"}
+            prices[role] = Price(**fields, source=PRICE_FLAG[role])
+        elif spec.backend == "openai":
+            prices[role] = listed_price(spec.name)
+        else:
+            prices[role] = None
+    return prices
+
+
+def _spec(config: RunConfig, role: str) -> ModelSpec:
+    return config.candidate if role == "candidate" else config.judge
+
+
+def stage_costs(prices: dict[str, Price | None], usage: dict[str, dict[str, int | float]]) -> dict[str, StageCost]:
+    """The cost of each priced stage from its stored tokens (results.json's ``usage``)."""
+    costs = {}
+    for role, price in prices.items():
+        stage = STAGE_OF_ROLE[role]
+        tokens = usage.get(stage)
+        if price is None or not tokens:
+            continue
+        usd = price.cost(
+            int(tokens.get("prompt_tokens", 0)),
+            int(tokens.get("completion_tokens", 0)),
+            int(tokens.get("cached_tokens", 0)),
+        )
+        costs[stage] = StageCost(price=price, usd=round(usd, 6))
+    return costs
+
+
+def cost_line(costs: dict[str, StageCost], usage: dict[str, dict[str, int | float]]) -> str | None:
+    """What a run says of its cost beside its score; None where no stage is priced."""
+    if not costs:
+        return None
+    parts = [
+        f"{stage} ${cost.usd:,.4f} ({cost.price.per_million()}, {cost.price.source})" for stage, cost in costs.items()
+    ]
+    total = sum(cost.usd for cost in costs.values())
+    unpriced = [stage for stage in STAGE_OF_ROLE.values() if stage not in costs and usage.get(stage, {}).get("calls")]
+    rest = f"; {' and '.join(unpriced)} not priced (no price given)" if unpriced else ""
+    return f"cost ${total:,.4f}: " + " + ".join(parts) + rest
