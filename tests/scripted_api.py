@@ -60,8 +60,8 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def api_run(gamut, out: Path, url: str, model: str, judge: str, variant: str, limit: int = 10) -> Path:
-    """One run through the real CLI, candidate and judge both behind ``url``."""
+def api_run(gamut, out: Path, url: str, model: str, judge: str, variant: str, limit: int = 10, *extra: str) -> Path:
+    """One run through the real CLI, candidate and judge both behind ``url`` (``extra``: further options)."""
     done = gamut(
         "run",
         "--out",
@@ -82,6 +82,7 @@ def api_run(gamut, out: Path, url: str, model: str, judge: str, variant: str, li
         variant,
         "--limit",
         str(limit),
+        *extra,
     )
     assert done.code == 0, done.err
     return out

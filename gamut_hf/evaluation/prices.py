@@ -138,3 +138,10 @@ def cost_line(costs: dict[str, StageCost], usage: dict[str, dict[str, int | floa
     unpriced = [stage for stage in STAGE_OF_ROLE.values() if stage not in costs and usage.get(stage, {}).get("calls")]
     rest = f"; {' and '.join(unpriced)} not priced (no price given)" if unpriced else ""
     return f"cost ${total:,.4f}: " + " + ".join(parts) + rest
+
+
+def shown_cost(usd: float | None) -> str:
+    """A run's cost for a table cell: cents above a dollar, four decimals below, "not priced" for none."""
+    if usd is None or usd != usd:  # None, or NaN where a table holds no cost
+        return "not priced"
+    return f"{usd:,.2f}" if usd >= 1 else f"{usd:.4f}"

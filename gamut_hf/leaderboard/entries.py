@@ -21,8 +21,10 @@ from gamut_hf.reports.report import Run, label_runs, load_run
 from gamut_hf.reports.statistics import Interval
 
 CARD_FILE = "model.json"
+# What the run's priced stages cost (results.json's cost): unknown for a local model given no price.
+COST_COLUMN = "cost (US$)"
 # What a run is (its description), then how it scored: the board's columns, in the CSV's order.
-DESCRIPTION_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions"]
+DESCRIPTION_COLUMNS = ["model", "type", "size (B)", "variant", "judge", "questions", COST_COLUMN]
 SCORE_COLUMNS = [
     "Gamut",
     "Gamut 95% CI",
@@ -101,6 +103,7 @@ def leaderboard_row(entry: Entry, summary: dict[str, Interval], partial: bool = 
         "variant": entry.run.variant,
         "judge": entry.run.judge,
         "questions": len(entry.run.questions),
+        COST_COLUMN: entry.run.results.cost_usd,
         "Gamut": round(gamut.value, 1),
         "Gamut 95% CI": _interval(gamut),
         **{label: round(summary[t].value, 1) for label, t in zip(("AC", "V", "Ctx"), TIERS, strict=False)},

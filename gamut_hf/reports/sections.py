@@ -30,6 +30,7 @@ import pandas as pd
 
 from gamut_hf.core.rubric import TIERS, VERDICTS
 from gamut_hf.evaluation.audit import FoundAudit
+from gamut_hf.evaluation.prices import shown_cost
 from gamut_hf.reports import figures
 from gamut_hf.reports import statistics as analysis
 from gamut_hf.reports.audit_report import confusion_figure
@@ -188,6 +189,8 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
             shown["vs next"] = test.difference.signed() if test else ""
             shown["p"] = shown_p_value(test.p_value, _smallest_p(bootstrap)) if test else ""
             shown["questions"] = len(run.questions)
+            if any(r.results.cost for r in group.runs):  # what each row cost, where a run was priced
+                shown["cost (US$)"] = shown_cost(run.results.cost_usd)
             shown_rows.append(shown)
             data = {
                 "rank": position + 1,
@@ -196,6 +199,7 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
                 "variant": group.variant,
                 "questions": len(run.questions),
                 "checks": int(run.questions["checks"].sum()),
+                "cost_usd": run.results.cost_usd,
                 "run": run.name,
             }
             for key, interval in row.items():

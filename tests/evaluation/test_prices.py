@@ -51,6 +51,12 @@ def test_an_api_run_is_priced_from_the_list_and_the_flag_and_a_rescore_keeps_it(
     [line] = [line for line in done.out.splitlines() if "cost $" in line]
     assert f"cost ${total:,.4f}" in line and "list price of" in line and "--judge-price" in line
 
+    # The report's leaderboard says what the run cost.
+    reported = gamut("report", out, "--out", tmp_path / "report")
+    assert reported.code == 0, reported.err
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "cost (US$)" in markdown and f"{total:.4f}" in markdown
+
     # The price was kept with the run: a rescore prices it the same, without the flag.
     rescored = gamut("score", out)
     assert rescored.code == 0, rescored.err

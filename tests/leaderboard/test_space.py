@@ -31,6 +31,8 @@ def space(tmp_path_factory, scripted_endpoint):
     results, requests = root / "results", root / "requests"
     for model in ("good-model", "poor-model"):
         for variant in ("multimodal", "text_only"):
+            # One run priced (its judge at a given price), to show what a row cost.
+            priced = ("--judge-price", "2/8") if (model, variant) == ("good-model", "multimodal") else ()
             api_run(
                 run_gamut,
                 results / f"{model}-{variant}",
@@ -38,7 +40,8 @@ def space(tmp_path_factory, scripted_endpoint):
                 model,
                 "strict-judge",
                 variant,
-                limit=QUESTIONS,
+                QUESTIONS,
+                *priced,
             )
         api_run(
             run_gamut,
@@ -98,6 +101,15 @@ def board(
     """The leaderboard as /refresh shows it: (ranked rows, partial rows, the not-loaded note)."""
     ranked, partial, _, _, _, note = client.predict(types, variant, judge, SIZES, list(columns), api_name="/refresh")
     return rows(ranked), rows(partial), note
+
+
+def test_each_row_shows_what_its_run_cost_where_it_was_priced(space):
+    client, config = space
+    ranked, _, _ = board(client, columns=["rank", "Gamut", "cost (US$)"])
+    cost = {row["model"]: row["cost (US$)"] for row in ranked}
+    usd = json.loads((config.results / "good-model-multimodal" / "results.json").read_text())["cost"]["judge"]["usd"]
+    assert usd > 0 and cost["good-model"] == pytest.approx(usd)  # a number: the column sorts
+    assert cost["poor-model"] is None or cost["poor-model"] != cost["poor-model"]  # unknown (NaN): not priced
 
 
 def test_a_judges_audit_is_shown_beside_its_board(space):

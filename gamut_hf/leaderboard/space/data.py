@@ -18,9 +18,11 @@ from gamut_hf.dataset.annotations import QUESTIONS_FILE
 from gamut_hf.dataset.hub import HubFolder, PushError
 from gamut_hf.errors import shown
 from gamut_hf.evaluation.audit import AUDIT_JSON, FoundAudit, find_audits, judge_warning, measured_audits
+from gamut_hf.evaluation.prices import shown_cost
 from gamut_hf.evaluation.run_folder import RESULTS_FILE
 from gamut_hf.files import InputError
 from gamut_hf.leaderboard.entries import (
+    COST_COLUMN,
     DESCRIPTION_COLUMNS,
     SCORE_COLUMNS,
     Entry,
@@ -59,6 +61,7 @@ DEFAULT_COLUMNS = [
     "% contra",
     "type",
     "size (B)",
+    COST_COLUMN,
 ]
 # Columns holding a score or a percentage: shown with one decimal ("56.0", never "56").
 SCORE_COLUMNS = ["Gamut", "AC", "V", "Ctx", "% meets", "% partial", "% missing", "% contra"]
@@ -533,6 +536,8 @@ def board_view(frame: pd.DataFrame) -> Styler:
     view = frame.style.format(one_decimal, subset=scores)
     if "size (B)" in frame.columns:
         view = view.format(_size_text, subset=["size (B)"])
+    if COST_COLUMN in frame.columns:
+        view = view.format(lambda value: shown_cost(pd.to_numeric(value, errors="coerce")), subset=[COST_COLUMN])
     if "model" in frame.columns and len(frame):
         view = view.map(lambda _: "color: var(--link-text-color); cursor: pointer", subset=["model"])
     return view
