@@ -42,6 +42,19 @@ def error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip() and "%|" not in line]
 
 
+def assert_verdict_probabilities(folder: Path) -> None:
+    """Every check of the run in ``folder`` has its four verdict probabilities in details.parquet,
+    summing to about 1 (the judge could answer nothing else), the stored verdict the most probable."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(folder / "details.parquet").to_pylist()
+    assert rows and all(row["verdict_probabilities"] is not None for row in rows)
+    sums = [sum(row["verdict_probabilities"].values()) for row in rows]
+    assert min(sums) > 0.95 and max(sums) < 1.0 + 1e-6, sums
+    chosen = [max(row["verdict_probabilities"].items(), key=lambda item: item[1])[0] for row in rows]
+    assert chosen == [row["verdict"] for row in rows]
+
+
 @pytest.fixture
 def gamut():
     return run_gamut

@@ -9,7 +9,7 @@ A new backend is one new module with one subclass of :class:`Backend`, named in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -55,6 +55,21 @@ class Choice:
     options: tuple[str, ...]
 
 
+def choice_probabilities(first_tokens: Mapping[str, float], options: Sequence[str]) -> dict[str, float]:
+    """Each option's probability from the probabilities of the first token of a choice-constrained
+    answer (``first_tokens``: a token's text -> its probability, the grammar having masked every
+    token that begins no option, so they sum to about 1 where all allowed tokens are given).
+
+    A token that begins one option counts for it; one that begins several (``m`` before ``meets``
+    and ``missing``) is split evenly among them, its continuation being unknown here."""
+    shares = dict.fromkeys(options, 0.0)
+    for text, probability in first_tokens.items():
+        begun = [option for option in options if text and option.startswith(text)]
+        for option in begun:
+            shares[option] += probability / len(begun)
+    return shares
+
+
 @dataclass(frozen=True)
 class JsonSchema:
     """The output must be a JSON document that follows this schema."""
@@ -78,6 +93,9 @@ class Completion:
     # (gamut_hf.backends.reasoning); never shown to the judge.
     reasoning: str | None = None
     reasoning_unclosed: bool = False  # the reasoning never closed (cut by max_tokens): text is ""
+    # For a Choice: each option's probability at the answer's position, where the backend can
+    # tell (logits, or the engine's logprobs); None where it cannot.
+    option_probabilities: dict[str, float] | None = None
 
 
 @dataclass

@@ -31,6 +31,7 @@ import asyncio
 import base64
 import io
 import ipaddress
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -48,6 +49,7 @@ from gamut_hf.backends.base import (
     Completion,
     Constraint,
     JsonSchema,
+    choice_probabilities,
 )
 from gamut_hf.backends.options import STRUCTURED_MODES
 from gamut_hf.backends.reasoning import THINKING_SWITCH, Split, split_text
@@ -187,14 +189,17 @@ class OpenAIBackend(Backend):
             )
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
+        probabilities = _choice_probabilities(choice, constraint)
+        answer = max(probabilities, key=lambda o: probabilities[o]) if probabilities else split.answer
         return Completion(
-            text=split.answer,
+            text=answer,
             prompt_tokens=(usage.prompt_tokens if usage else None) or 0,
             completion_tokens=(usage.completion_tokens if usage else None) or 0,
             cached_tokens=getattr(details, "cached_tokens", None),
             seconds=time.perf_counter() - start,
             reasoning=split.reasoning,
             reasoning_unclosed=not split.closed,
+            option_probabilities=probabilities,
         )
 
     def _max_tokens(self, request: ChatRequest, constraint: Constraint) -> int:
@@ -220,7 +225,12 @@ class OpenAIBackend(Backend):
             return {}
         if self.structured == "vllm":
             if isinstance(constraint, Choice):
-                return {"extra_body": {"structured_outputs": {"choice": list(constraint.options)}}}
+                # The first token's alternatives under the grammar: each option's probability.
+                return {
+                    "extra_body": {"structured_outputs": {"choice": list(constraint.options)}},
+                    "logprobs": True,
+                    "top_logprobs": CHOICE_LOGPROBS,
+                }
             return {"extra_body": {"structured_outputs": {"json": constraint.schema}}}
         if isinstance(constraint, Choice):
             constraint = JsonSchema(choice_schema(constraint.options), name="verdict")
@@ -233,6 +243,24 @@ class OpenAIBackend(Backend):
 
     def close(self) -> None:
         """Nothing is held between calls: each ``complete`` opens and closes its own clients."""
+
+
+# As the vllm backend asks its engine (vLLM's server caps top_logprobs at its max_logprobs, 20).
+CHOICE_LOGPROBS = 20
+
+
+def _choice_probabilities(choice: Any, constraint: Constraint) -> dict[str, float] | None:
+    """A choice's option probabilities from a vLLM server's logprobs of the answer's first token
+    (computed after the grammar's mask, as in the vllm backend); None where none came back."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not isinstance(constraint, Choice) or not content:
+        return None
+    tokens: dict[str, float] = {}
+    for alternative in content[0].top_logprobs or ():
+        if math.isfinite(alternative.logprob):
+            tokens[alternative.token] = tokens.get(alternative.token, 0.0) + math.exp(alternative.logprob)
+    shares = choice_probabilities(tokens, constraint.options)
+    return shares if sum(shares.values()) > 0 else None
 
 
 def _split_reasoning(message: Any, finish_reason: str | None) -> Split | None:

@@ -15,6 +15,7 @@ longest common token prefix is computed once and its KV cache reused for every c
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,6 +66,17 @@ def best_option(logprobs: Sequence[Sequence[float]], rule: str) -> int:
     """The index of the option ``rule`` ranks first, from each option's token log-probabilities
     (the first on a tie, as ``max`` breaks them)."""
     return max(range(len(logprobs)), key=lambda j: rank_option(logprobs[j], rule))
+
+
+def option_probabilities(logprobs: Sequence[Sequence[float]], options: Sequence[str], rule: str) -> dict[str, float]:
+    """Each option's probability given that the answer is one of them: the softmax of the rule's
+    ranks (first_token: the first tokens' probabilities renormalised over the options; summed: each
+    option's whole probability renormalised), so the ranked-first option is the most probable."""
+    ranks = [rank_option(option, rule) for option in logprobs]
+    top = max(ranks)
+    weights = [math.exp(rank - top) for rank in ranks]
+    total = sum(weights)
+    return {option: weight / total for option, weight in zip(options, weights, strict=True)}
 
 
 def _common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
@@ -446,6 +458,7 @@ class TransformersBackend(Backend):
                     completion_tokens=len(option_ids[best]),
                     cached_tokens=scored.cached_tokens,
                     seconds=scored.seconds,
+                    option_probabilities=option_probabilities(scored.logprobs, options, self.choice_rule),
                 )
             )
         return completions

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import math
 import os
 import sys
 import time
@@ -38,6 +39,7 @@ from gamut_hf.backends.base import (
     Completion,
     Constraint,
     JsonSchema,
+    choice_probabilities,
 )
 from gamut_hf.backends.models import resolve_model
 from gamut_hf.backends.reasoning import (
@@ -112,6 +114,26 @@ def _progress(requests: int) -> Callable[..., Any] | bool:
     from tqdm.auto import tqdm
 
     return functools.partial(tqdm, leave=False, mininterval=1.0 if sys.stderr.isatty() else 10.0)
+
+
+# The first token's most probable alternatives returned for a choice (vLLM's default maximum):
+# under the grammar only tokens that begin an option are left, a few dozen at most for the verdicts.
+CHOICE_LOGPROBS = 20
+
+
+def _option_probabilities(generated: Any, constraint: Constraint) -> dict[str, float] | None:
+    """A choice's option probabilities from its first token's logprobs. vLLM computes them after
+    the grammar's mask (the bitmask is applied to the logits before sampling), so the tokens left
+    are the options' beginnings and their probabilities sum to about 1."""
+    if not isinstance(constraint, Choice) or not generated.logprobs:
+        return None
+    first = generated.logprobs[0]
+    tokens: dict[str, float] = {}
+    for logprob in first.values():
+        if logprob.decoded_token is not None and math.isfinite(logprob.logprob):
+            tokens[logprob.decoded_token] = tokens.get(logprob.decoded_token, 0.0) + math.exp(logprob.logprob)
+    shares = choice_probabilities(tokens, constraint.options)
+    return shares if sum(shares.values()) > 0 else None
 
 
 def _image_part(request: ChatRequest) -> dict[str, Any] | None:
@@ -244,7 +266,12 @@ class VLLMBackend(Backend):
             structured = StructuredOutputsParams(json=constraint.schema)
         elif constraint is not None:
             raise BackendError(f"unknown constraint {constraint!r}")
-        return SamplingParams(temperature=0.0, max_tokens=max_tokens, structured_outputs=structured)
+        return SamplingParams(
+            temperature=0.0,
+            max_tokens=max_tokens,
+            structured_outputs=structured,
+            logprobs=CHOICE_LOGPROBS if isinstance(constraint, Choice) else None,
+        )
 
     def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
         if self._llm is None:
@@ -280,6 +307,12 @@ class VLLMBackend(Backend):
                 if tokenizer is not None
                 else Split(generated.text)
             )
+            probabilities = _option_probabilities(generated, constraint)
+            if probabilities:
+                # The most probable option, its spellings' first tokens summed. Greedy decoding takes
+                # the most probable first token instead, which differs where an option's
+                # probability is spread over several spellings (c, con, contr... under the grammar).
+                split = Split(max(probabilities, key=lambda option: probabilities[option]))
             completions.append(
                 Completion(
                     text=split.answer,
@@ -289,6 +322,7 @@ class VLLMBackend(Backend):
                     seconds=each,
                     reasoning=split.reasoning,
                     reasoning_unclosed=not split.closed,
+                    option_probabilities=probabilities,
                 )
             )
         self.stats.add(completions, seconds)

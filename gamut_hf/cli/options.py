@@ -295,6 +295,8 @@ def print_summary(results: RunResults, out: str) -> None:
         )
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
+    if results.expected_gamut is not None and score.gamut is not None:
+        click.echo(f"  expected score {results.expected_gamut:.1f} from the judge's verdict probabilities")
     cost = cost_line(results.cost, results.usage)
     if cost:
         click.echo(f"  {cost}")

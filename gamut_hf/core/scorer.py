@@ -157,6 +157,34 @@ def score_question(
     )
 
 
+def expected_question_score(
+    checks: list[Check], probabilities: Mapping[str, Mapping[str, float]], params: ScoreParams = DEFAULT_SCORE_PARAMS
+) -> float:
+    """A question's score with each tier's verdict counts replaced by their expectations under the
+    judge's verdict probabilities (each check's four, renormalised to sum to 1): the score of a
+    judge that is unsure of its verdicts, beside the argmax score (a plug-in estimate of the
+    expected score, the tier formula being a ratio). Every check needs its probabilities."""
+    missing = [check.id for check in checks if check.id not in probabilities]
+    if missing:
+        raise ScoringError(f"check {missing[0]} has no verdict probabilities ({len(missing)} in all)")
+    tiers: dict[Tier, float] = {}
+    for tier in TIERS:
+        expected = dict.fromkeys(VERDICTS, 0.0)
+        for check in (c for c in checks if c.tier == tier):
+            given = probabilities[check.id]
+            total = sum(given.get(v, 0.0) for v in VERDICTS)
+            if not total > 0:
+                raise ScoringError(f"check {check.id}: its verdict probabilities add up to {total}")
+            for verdict in VERDICTS:
+                expected[verdict] += given.get(verdict, 0.0) / total
+        if any(expected.values()):
+            tiers[tier] = float(verdict_ratio(**expected, params=params))
+    weight = sum(params.tier_weights[tier] for tier in tiers)
+    if weight == 0:
+        raise ScoringError("the tiers present in this question all have weight 0")
+    return sum(params.tier_weights[tier] * value for tier, value in tiers.items()) / weight
+
+
 class RunScore(BaseModel):
     """A run's aggregate (SPEC section 4): the figures of a leaderboard row.
 

@@ -36,6 +36,7 @@ from datasets import ClassLabel, Features, Image, List, Value
 from gamut_hf.core.compiler import CompileParams
 from gamut_hf.core.names import Variant
 from gamut_hf.core.rubric import (
+    VERDICTS,
     Check,
     FlexibleListItem,
     Item,
@@ -225,6 +226,9 @@ DETAILS_FEATURES = Features(
         "verdict": Value("string"),
         "rationale": Value("string"),
         "raw": Value("string"),
+        # Each verdict's probability at the verdict's position, where the judge's backend gives
+        # them (null otherwise, and absent from folders written before they were kept).
+        "verdict_probabilities": {verdict: Value("float64") for verdict in VERDICTS},
     }
 )
 

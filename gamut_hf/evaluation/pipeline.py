@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -30,7 +31,7 @@ from tqdm.auto import tqdm
 from gamut_hf.backends.base import Backend, ChatRequest, Completion
 from gamut_hf.backends.images import fit_to_budget, image_id
 from gamut_hf.core.rubric import Check
-from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, Outcome, ScoreParams, score_run
+from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, Outcome, ScoreParams, expected_question_score, score_run
 from gamut_hf.dataset.features import DETAILS_FEATURES
 from gamut_hf.evaluation.config import ModelSpec, RunConfig, stored_config
 from gamut_hf.evaluation.judge import (
@@ -392,6 +393,8 @@ def _judge_batch(
                 "completion_tokens": completion.completion_tokens,
                 "cached_tokens": completion.cached_tokens,
                 "seconds": completion.seconds,
+                # Each verdict's probability where the judge's backend gives them (not for a rationale).
+                "probabilities": completion.option_probabilities if parsed.verdict else None,
             }
         )
     return rows, failed
@@ -465,10 +468,23 @@ def score(
                     "verdict": stored.verdict if stored else None,
                     "rationale": stored.rationale if stored else None,
                     "raw": stored.raw if stored else None,
+                    "verdict_probabilities": stored.probabilities if stored else None,
                 }
             )
         per_question.append((q.checks, outcomes))
     run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
+    probabilities = {
+        (q.id, check.id): stored.probabilities
+        for q in questions
+        for check in q.checks
+        if (stored := verdicts.get(verdict_keys.get((q.id, check.id), ""))) is not None and stored.probabilities
+    }
+    expected_gamut = None
+    if questions and len(probabilities) == sum(len(q.checks) for q in questions):
+        expected_gamut = 100 * fmean(
+            expected_question_score(q.checks, {c.id: probabilities[q.id, c.id] for c in q.checks}, params)
+            for q in questions
+        )
     usage = {"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))}
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
@@ -484,6 +500,7 @@ def score(
         unfinished_checks=unfinished,
         unclosed_reasoning=sum(g.error is None and g.reasoning_unclosed for g in answered),
         usage=usage,
+        expected_gamut=expected_gamut,
         cost=stage_costs(run_prices(config, {}, info.get("prices")), usage),
         stages=list(stages),
     )

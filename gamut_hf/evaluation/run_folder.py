@@ -121,6 +121,9 @@ class RunResults(BaseModel):
     # judged like any empty answer. Absent (0) in folders written before it was counted.
     unclosed_reasoning: int = 0
     usage: dict[str, dict[str, int | float]]
+    # The Gamut score from the judge's verdict probabilities (expected verdict counts per tier,
+    # gamut_hf.core.scorer.expected_question_score), where the judge gave them for every check.
+    expected_gamut: float | None = None
     # Each priced stage's cost in US$ and the price it was priced at (gamut_hf.evaluation.prices);
     # a stage of a local model without a given price is absent.
     cost: dict[str, StageCost] = Field(default_factory=dict)
@@ -172,6 +175,8 @@ def write_outputs(
     digests = {}
     if "reasoning" not in responses:  # a candidate without reasoning (a submission, a simulation)
         responses = {**responses, "reasoning": [None] * len(responses["question_id"])}
+    if "verdict_probabilities" not in details:  # verdicts read from elsewhere (inspect_ai, a simulation)
+        details = {**details, "verdict_probabilities": [None] * len(details["check_id"])}
     for name, columns, features in (
         (DETAILS_FILE, details, DETAILS_FEATURES),
         (RESPONSES_FILE, responses, RESPONSES_FEATURES),

@@ -15,10 +15,11 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gamut_hf.core.rubric import VERDICTS
 from gamut_hf.errors import GamutError
 
 STORE_FILE = "store.sqlite"
@@ -49,7 +50,8 @@ CREATE TABLE IF NOT EXISTS verdicts (
     raw TEXT,
     attempts INTEGER NOT NULL,
     prompt_tokens INTEGER, completion_tokens INTEGER, cached_tokens INTEGER, seconds REAL,
-    session TEXT NOT NULL, created_at REAL NOT NULL
+    session TEXT NOT NULL, created_at REAL NOT NULL,
+    probabilities TEXT
 );
 CREATE INDEX IF NOT EXISTS verdicts_by_generation ON verdicts (generation_key);
 CREATE TABLE IF NOT EXISTS questions (
@@ -67,10 +69,35 @@ CREATE TABLE IF NOT EXISTS run_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)
 # Columns added since the first stores: a store made before gets them on opening (old rows
 # read as NULL, or the default). A thinking candidate's reasoning is kept apart from its
 # response, which is what the judge reads; reasoning_unclosed marks a reasoning cut by
-# max_tokens, which left the response empty.
+# max_tokens, which left the response empty. A verdict's probabilities (a JSON object: each
+# verdict's probability at the verdict's position) are kept where the judge's backend gives them.
 ADDED_COLUMNS = {
     "generations": (("reasoning", "TEXT"), ("reasoning_unclosed", "INTEGER NOT NULL DEFAULT 0")),
+    "verdicts": (("probabilities", "TEXT"),),
 }
+
+
+VERDICT_COLUMNS = (
+    "key", "generation_key", "question_id", "check_id", "judge", "verdict", "rationale", "raw", "attempts",
+    "prompt_tokens", "completion_tokens", "cached_tokens", "seconds", "session", "created_at", "probabilities",
+)  # fmt: skip
+
+
+def _probabilities_text(probabilities: dict[str, float] | None) -> str | None:
+    return None if probabilities is None else json.dumps(probabilities, sort_keys=True)
+
+
+def _probabilities(text: str | None) -> dict[str, float] | None:
+    """A stored verdict's probabilities; None where none were given, or the text is not theirs."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) != set(VERDICTS):
+        return None
+    if not all(isinstance(p, int | float) and not isinstance(p, bool) for p in value.values()):
+        return None
+    return {verdict: float(value[verdict]) for verdict in VERDICTS}
 
 
 def has_store(folder: str | Path) -> bool:
@@ -110,6 +137,7 @@ class StoredVerdict:
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     seconds: float | None = None
+    probabilities: dict[str, float] | None = None  # each verdict's, where the judge's backend gave them
 
 
 @dataclass(frozen=True)
@@ -316,20 +344,27 @@ class RunStore:
     def verdicts(self, keys: Iterable[str]) -> dict[str, StoredVerdict]:
         rows = self._where_key_in(
             "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts, prompt_tokens,"
-            " completion_tokens, cached_tokens, seconds FROM verdicts WHERE",
+            " completion_tokens, cached_tokens, seconds, probabilities FROM verdicts WHERE",
             keys,
         )
-        return {row[0]: StoredVerdict(*row) for row in rows}
+        return {row[0]: replace(StoredVerdict(*row[:-1]), probabilities=_probabilities(row[-1])) for row in rows}
 
     def add_verdicts(self, rows: Iterable[dict[str, Any]]) -> None:
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
             self.db.executemany(
-                "INSERT OR REPLACE INTO verdicts VALUES (:key, :generation_key, :question_id, :check_id, :judge,"
-                " :verdict, :rationale, :raw, :attempts, :prompt_tokens, :completion_tokens, :cached_tokens,"
-                " :seconds, :session, :created_at)",
-                [{"session": self.session, "created_at": now, **row} for row in rows],
+                f"INSERT OR REPLACE INTO verdicts ({', '.join(VERDICT_COLUMNS)}) "
+                f"VALUES ({', '.join(':' + name for name in VERDICT_COLUMNS)})",
+                [
+                    {
+                        "session": self.session,
+                        "created_at": now,
+                        **row,
+                        "probabilities": _probabilities_text(row.get("probabilities")),
+                    }
+                    for row in rows
+                ],
             )
 
     def forget_errors(self, keys: Iterable[str]) -> int:

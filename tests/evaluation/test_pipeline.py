@@ -21,7 +21,7 @@ from pathlib import Path
 
 import datasets
 import pytest
-from conftest import error_lines
+from conftest import assert_verdict_probabilities, error_lines
 from fake_endpoint import FakeEndpoint, user_text
 
 from gamut_hf.core.rubric import VERDICTS
@@ -528,6 +528,9 @@ def test_the_default_run_killed_mid_judging_resumes_to_the_same_results(gamut, t
     whole = gamut("run", "--out", tmp_path / "whole", *DEFAULT_RUN)
     assert whole.code == 0, whole.err
     expected = json.loads((tmp_path / "whole" / "results.json").read_text())
+    # The transformers judge's verdict probabilities, from its logits, with the expected score.
+    assert_verdict_probabilities(tmp_path / "whole")
+    assert expected["expected_gamut"] is not None and "expected score" in whole.out
     total = expected["score"]["checks"]
 
     killed = tmp_path / "killed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from conftest import assert_verdict_probabilities
 from vllm_support import SERVED_MODEL_NAME, require_vllm, vllm_server
 
 require_vllm()
@@ -54,6 +55,10 @@ def test_run_with_the_offline_engine_for_candidate_and_judge(gamut, tmp_path):
     # Two engines, one after the other in one process; the judge's prefix cache is used.
     assert results["usage"]["judge"]["cached_tokens"] > 0
     assert "prefix cache" in done.err
+    # Each verdict's probabilities from the engine's logprobs under the verdict grammar: they sum
+    # to about 1, the stored verdict is the most probable, and the expected score is beside the score.
+    assert_verdict_probabilities(tmp_path / "run")
+    assert results["expected_gamut"] is not None and "expected score" in done.out
 
 
 def test_run_through_a_real_vllm_server_with_the_openai_backend(gamut, tmp_path):
@@ -85,6 +90,8 @@ def test_run_through_a_real_vllm_server_with_the_openai_backend(gamut, tmp_path)
         # The server's prefix cache serves a question's later checks (their shared prompt prefix),
         # and the openai backend reads it from the usage vLLM reports.
         assert first["usage"]["judge"]["cached_tokens"] > 0
+        # The server's logprobs of the verdict's first token give each verdict's probability.
+        assert_verdict_probabilities(tmp_path / "run")
         # Rerun: everything is stored, the server is asked nothing and the results stand.
         again = gamut("run", "--out", tmp_path / "run")
         assert again.code == 0, again.err[-3000:]
