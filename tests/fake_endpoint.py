@@ -124,6 +124,8 @@ class FakeEndpoint:
                 # reasoning_content or reasoning (as reasoning servers send), finish_reason.
                 message = {"role": "assistant", **(content if isinstance(content, dict) else {"content": content})}
                 finish_reason = message.pop("finish_reason", "stop")
+                # ... and the answer's logprobs ({"content": [{token, logprob, top_logprobs}]}), as vLLM's server sends.
+                logprobs = message.pop("logprobs", None)
                 return (
                     200,
                     {
@@ -131,7 +133,9 @@ class FakeEndpoint:
                         "object": "chat.completion",
                         "created": 0,
                         "model": "fake",
-                        "choices": [{"index": 0, "finish_reason": finish_reason, "message": message}],
+                        "choices": [
+                            {"index": 0, "finish_reason": finish_reason, "message": message, "logprobs": logprobs}
+                        ],
                         "usage": {
                             "prompt_tokens": len(text),
                             "completion_tokens": 3,

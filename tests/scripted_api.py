@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -45,7 +46,18 @@ def scripted(body: dict) -> str:
     verdict = 0 if u < quality else 1 if u < quality + 0.15 else 2 if u < 0.93 else 3
     if body["model"] == "lenient-judge" and verdict in (1, 2):
         verdict -= 1
+    if body.get("top_logprobs"):  # a vLLM server's choice: the bare word, and its first token's alternatives
+        return {"content": VERDICTS[verdict], "logprobs": verdict_logprobs(VERDICTS[verdict], _unit(check, "sure"))}
     return json.dumps({"verdict": VERDICTS[verdict]})
+
+
+def verdict_logprobs(chosen: str, u: float) -> dict:
+    """The logprobs of a verdict's first token under the verdict grammar: ``chosen`` at a probability
+    from 0.4 to 1 (by ``u``), the other verdicts sharing the rest; each verdict one token, as here."""
+    top = 0.4 + 0.6 * u
+    rest = (1 - top) / (len(VERDICTS) - 1)
+    alternatives = [{"token": v, "logprob": math.log(top if v == chosen else rest)} for v in VERDICTS]
+    return {"content": [{"token": chosen, "logprob": math.log(top), "top_logprobs": alternatives}]}
 
 
 def worker_args(requests: Path, results: Path, url: str, *options: str, judge: str = "strict-judge") -> list:

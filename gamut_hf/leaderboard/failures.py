@@ -12,6 +12,7 @@ rationales are user-supplied or model-written, and ``gr.HTML`` does not sanitise
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,12 +22,18 @@ import pandas as pd
 
 from gamut_hf.core.rubric import ITEM_TYPES, TIERS, VERDICTS
 from gamut_hf.dataset.release import CitedSnippet
-from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESPONSES_FILE
+from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESPONSES_FILE, RunFolderError
 from gamut_hf.leaderboard.entries import Entry
 from gamut_hf.reports.figures import VERDICT_COLOURS
 
 ANY = "any"
 FILTERS = ("domain", "tier", "verdict", "item_type")
+# How the question list is ordered: by the first model's score, or by the judge's least sure
+# verdict among the matching checks (from its verdict probabilities, where the judge gave them).
+WORST_FIRST = "worst score first"
+UNSURE_FIRST = "judge least sure first"
+ORDERS = (WORST_FIRST, UNSURE_FIRST)
+SURE_COLUMN = "judge least sure (%)"
 
 
 @dataclass
@@ -77,11 +84,25 @@ class EntryTables:
     responses: pd.DataFrame
 
 
+def _sureness(probabilities: Any) -> float:
+    """How sure the judge was of a verdict: its most probable verdict's share; NaN where unknown."""
+    if not isinstance(probabilities, Mapping):
+        return math.nan
+    values = [float(v) for v in probabilities.values() if v is not None]
+    return max(values) / sum(values) if values and sum(values) > 0 else math.nan
+
+
 def entry_tables(entry: Entry) -> EntryTables:
     """Read one result folder's part of the index. Raises (a RunFolderError naming the file) when a
     table is missing or not the one results.json records: callers reading many folders catch it per
     folder, so one bad folder is listed as not loaded instead of stopping the rest."""
-    extra = entry.run.table(DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]).to_pandas()
+    try:
+        extra = entry.run.table(
+            DETAILS_FILE, ["check_text", "rationale", "verdict_probabilities"], read_dictionary=["check_text"]
+        ).to_pandas()
+    except RunFolderError:  # a folder written before verdict probabilities were kept
+        extra = entry.run.table(DETAILS_FILE, ["check_text", "rationale"], read_dictionary=["check_text"]).to_pandas()
+        extra["verdict_probabilities"] = None
     details = entry.run.details
     verdicts = pd.DataFrame(
         {
@@ -96,6 +117,7 @@ def entry_tables(entry: Entry) -> EntryTables:
             "verdict": details["verdict"],
             "check_text": extra["check_text"].astype(str),
             "rationale": extra["rationale"],
+            "judge_sure": [_sureness(p) for p in extra["verdict_probabilities"]],
         }
     )
     scores = entry.run.questions[["domain", "score", *VERDICTS, "checks"]].assign(entry=entry.key)
@@ -149,11 +171,15 @@ class FailureIndex:
         categories = self.verdicts[column].cat.categories
         return int(categories.get_loc(value)) if value in categories else -2
 
-    def questions(self, models: list[str], limit: int = 200, **filters: str) -> tuple[pd.DataFrame, int]:
-        """Questions with at least one check matching the filters for the first model, worst first.
+    def questions(
+        self, models: list[str], limit: int = 200, order: str = WORST_FIRST, **filters: str
+    ) -> tuple[pd.DataFrame, int]:
+        """Questions with at least one check matching the filters for the first model, worst first
+        (or, ``order`` UNSURE_FIRST, the one whose judge was least sure of a matching verdict first).
 
-        Columns: question id, domain, the number of matching checks, and each chosen model's score
-        on the question (0-100). Returns at most ``limit`` rows and the total count.
+        Columns: question id, domain, the number of matching checks, each chosen model's score on
+        the question (0-100) and, where the judge gave verdict probabilities, the probability of its
+        least sure matching verdict. Returns at most ``limit`` rows and the total count.
         """
         if not models:
             return pd.DataFrame(columns=["question", "domain", "matching checks"]), 0
@@ -172,9 +198,15 @@ class FailureIndex:
         for key in models:
             label = self.entries[key].label if key in self.entries else key
             table[f"{label} score"] = (100 * self.scores.loc[key]["score"].reindex(ids)).round(1).to_numpy()
-        table = table.sort_values(
-            [f"{self.entries[models[0]].label} score", "matching checks"], ascending=[True, False], ignore_index=True
-        )
+        by = [f"{self.entries[models[0]].label} score", "matching checks"]
+        ascending = [True, False]
+        sure = self.verdicts["judge_sure"].to_numpy()[mask]
+        if not np.isnan(sure).all():
+            least = pd.Series(sure).groupby(self.codes["question_id"][mask]).min()
+            table[SURE_COLUMN] = (100 * least.reindex(hit).to_numpy()).round(1)
+            if order == UNSURE_FIRST:
+                by, ascending = [SURE_COLUMN, *by], [True, *ascending]
+        table = table.sort_values(by, ascending=ascending, ignore_index=True, na_position="last")
         return table.head(limit), len(table)
 
     # -- one question ------------------------------------------------------------------------

@@ -249,7 +249,15 @@ def wire(ui: SpaceUI) -> None:
     opened = [ui.tabs, failures.models, *failures.listed_and_shown]
 
     def open_failures(
-        keys: list[str], frame: pd.DataFrame, question: str, domain, tier, verdict, item_type, event: gr.SelectData
+        keys: list[str],
+        frame: pd.DataFrame,
+        question: str,
+        domain,
+        tier,
+        verdict,
+        item_type,
+        order,
+        event: gr.SelectData,
     ):
         """Only a click on a model's name opens its failures: a number stays free to select and copy."""
         row, column = (list(event.index or []) + [None, None])[:2]
@@ -260,11 +268,11 @@ def wire(ui: SpaceUI) -> None:
         return (
             gr.Tabs(selected="failures"),
             gr.Dropdown(value=chosen),
-            *failures.open_listed(chosen, question, domain, tier, verdict, item_type),
+            *failures.open_listed(chosen, question, domain, tier, verdict, item_type, order),
         )
 
     for frame, keys in ((board.table, board.shown_keys), (board.partial_table, board.partial_keys)):
-        inputs = [keys, frame, failures.question_id, *failures.filters.values()]
+        inputs = [keys, frame, failures.question_id, *failures.filters.values(), failures.order]
         # "multiple": every click is answered in turn, with the cell it was on (a click on a name
         # right after one on a number still opens the failures; "always_last" would answer it
         # with the earlier click's cell).

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 import pandas as pd
 
-from gamut_hf.leaderboard.failures import ANY
+from gamut_hf.leaderboard.failures import ANY, ORDERS, SURE_COLUMN, UNSURE_FIRST, WORST_FIRST
 from gamut_hf.leaderboard.space.data import one_decimal
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ FILTERS = ("domain", "tier", "verdict", "item_type")
 class FailuresTab:
     models: Any
     filters: dict[str, Any]
+    order: Any  # worst score first, or the judge's least sure verdict first
     count: Any
     questions: Any
     question_id: Any
@@ -34,7 +35,7 @@ class FailuresTab:
 
     @property
     def inputs(self) -> list[Any]:
-        return [self.models, *self.filters.values()]
+        return [self.models, *self.filters.values(), self.order]
 
     @property
     def listed_and_shown(self) -> list[Any]:
@@ -64,6 +65,7 @@ def layout(ui: SpaceUI, tab: Any) -> None:
             )
             for name in FILTERS
         }
+    order = gr.Radio(list(ORDERS), value=WORST_FIRST, label="order", elem_id="failure-order")
     count = gr.Markdown(elem_id="failure-count")
     questions = gr.Dataframe(interactive=False, elem_id="failure-questions", max_height=300, visible=False)
     question_id = gr.Textbox(label="Question id", elem_id="question-id")
@@ -75,30 +77,35 @@ def layout(ui: SpaceUI, tab: Any) -> None:
         left = gr.HTML(elem_id="answer-left")
         right = gr.HTML(elem_id="answer-right")
 
-    def matching(keys, domain, tier, verdict, item_type) -> tuple[pd.DataFrame, str]:
-        """The questions matching the filters, worst first (the chosen models' scores beside each
-        id, where a phone has room for them), and a line saying how many, or why none."""
+    def matching(keys, domain, tier, verdict, item_type, order=WORST_FIRST) -> tuple[pd.DataFrame, str]:
+        """The questions matching the filters, worst first or least sure first (the chosen models'
+        scores beside each id, where a phone has room for them), and a line saying how many, or why none."""
         if data.index is None:
             return pd.DataFrame(), "**No result yet**: no model to browse."
         if not keys:
             return pd.DataFrame(), "**No model chosen**: pick one above."
-        found, total = data.index.questions(list(keys), domain=domain, tier=tier, verdict=verdict, item_type=item_type)
+        found, total = data.index.questions(
+            list(keys), order=order or WORST_FIRST, domain=domain, tier=tier, verdict=verdict, item_type=item_type
+        )
         if not total:
             return found, "**No question matches**: no check of this model has these filters."
         scores = [column for column in found.columns if column.endswith(" score")]
         found = found[["question", *scores, *(c for c in found.columns if c not in scores and c != "question")]]
+        first = "the judge's least sure" if order == UNSURE_FIRST and SURE_COLUMN in found else "worst"
+        if order == UNSURE_FIRST and SURE_COLUMN not in found:
+            first = "worst (this judge gave no verdict probabilities)"
         if total > len(found):
-            return found, f"{total} questions match; the {len(found)} worst first. Click one to open it."
-        return found, f"{total} questions match, worst first. Click one to open it."
+            return found, f"{total} questions match; the {len(found)} {first} first. Click one to open it."
+        return found, f"{total} questions match, {first} first. Click one to open it."
 
     def questions_table(found: pd.DataFrame):
         """The list as shown: hidden when empty (the line above says why), scores with one decimal."""
-        scores = [column for column in found.columns if column.endswith(" score")]
+        scores = [column for column in found.columns if column.endswith(" score") or column == SURE_COLUMN]
         return gr.Dataframe(found.style.format(one_decimal, subset=scores), visible=not found.empty)
 
-    def list_questions(keys, domain, tier, verdict, item_type):
+    def list_questions(keys, domain, tier, verdict, item_type, order=WORST_FIRST):
         """/questions for scripted clients: the list as a plain frame, and the line."""
-        return matching(keys, domain, tier, verdict, item_type)
+        return matching(keys, domain, tier, verdict, item_type, order)
 
     def question_parts(qid: str, keys: list[str]):
         """/question for scripted clients: one question's image (None without one), its header,
@@ -122,10 +129,10 @@ def layout(ui: SpaceUI, tab: Any) -> None:
         image, *rest = question_parts(qid, keys)
         return gr.Image(image, visible=image is not None), *rest
 
-    def open_listed(keys, question, domain, tier, verdict, item_type):
+    def open_listed(keys, question, domain, tier, verdict, item_type, order=WORST_FIRST):
         """The list, and a question open beside it: the one open already while it is listed, else
-        the worst (a tab that opens on a question shows what the browser is for)."""
-        found, line = matching(keys, domain, tier, verdict, item_type)
+        the first listed (a tab that opens on a question shows what the browser is for)."""
+        found, line = matching(keys, domain, tier, verdict, item_type, order)
         listed = list(found["question"]) if "question" in found else []
         question = question if question in listed else (listed[0] if listed else "")
         return questions_table(found), line, question, *show_question(question, keys)
@@ -133,6 +140,7 @@ def layout(ui: SpaceUI, tab: Any) -> None:
     ui.failures = FailuresTab(
         models,
         filters,
+        order,
         count,
         questions,
         question_id,
@@ -146,7 +154,7 @@ def layout(ui: SpaceUI, tab: Any) -> None:
 
 def wire(ui: SpaceUI) -> None:
     failures = ui.failures
-    listing = [failures.models, failures.question_id, *failures.filters.values()]
+    listing = [failures.models, failures.question_id, *failures.filters.values(), failures.order]
     for control in failures.inputs:
         control.input(  # the last choice is always shown (see board_tab)
             failures.open_listed, listing, failures.listed_and_shown, api_name=False, trigger_mode="always_last"
