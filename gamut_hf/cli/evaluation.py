@@ -90,6 +90,7 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         {
             "candidate": _price(options.pop("model_price"), "--model-price"),
             "judge": _price(options.pop("judge_price"), "--judge-price"),
+            "escalation": _price(options.pop("escalate_judge_price"), "--escalate-judge-price"),
         },
     )
     given = run_options(options)

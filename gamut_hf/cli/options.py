@@ -169,6 +169,7 @@ def run_options(options: dict[str, Any]) -> dict[str, Any]:
         **options,
         "model_options": key_values(options["model_options"], "--model-option"),
         "judge_options": key_values(options["judge_options"], "--judge-option"),
+        "escalate_judge_options": key_values(options["escalate_judge_options"], "--escalate-judge-option"),
         "shard": parse_shard(options["shard"]),
     }
 
@@ -234,6 +235,31 @@ def pipeline_options(command: Any) -> Any:
             metavar="URL",
             help="Judge endpoint(s) for the openai backend; repeat for several.",
         ),
+        click.option(
+            "--escalate-below",
+            type=float,
+            metavar="P",
+            help="Ask the checks whose most probable verdict is under P (0 < P <= 1; and unreadable ones) "
+            "again of --escalate-judge, whose verdict replaces the judge's.",
+        ),
+        click.option("--escalate-judge", metavar="J2", help="The second judge of --escalate-below."),
+        click.option(
+            "--escalate-judge-backend", type=click.Choice(sorted(BACKENDS)), help="Its backend [default: transformers]."
+        ),
+        click.option(
+            "--escalate-judge-option",
+            "escalate_judge_options",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Its backend options.",
+        ),
+        click.option(
+            "--escalate-judge-base-url",
+            "escalate_judge_base_urls",
+            multiple=True,
+            metavar="URL",
+            help="Its endpoint(s) for the openai backend.",
+        ),
         click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
         click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
         click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
@@ -276,6 +302,7 @@ def pipeline_options(command: Any) -> Any:
             "--dry-run's estimate; kept with the run [default: the shipped list price of an API model].",
         ),
         click.option("--judge-price", metavar="IN/OUT", help="The judge's, likewise."),
+        click.option("--escalate-judge-price", metavar="IN/OUT", help="The escalation judge's, likewise."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -295,6 +322,14 @@ def print_summary(results: RunResults, out: str) -> None:
         )
     if score.errors_counted_as_missing:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
+    if results.escalation is not None:
+        escalation = results.escalation
+        waiting = escalation.escalated - escalation.answered
+        click.echo(
+            f"  escalated {escalation.escalated} of {escalation.checks} checks (top verdict probability under "
+            f"{escalation.below:g}, or unreadable) to {escalation.judge.get('model')} ({escalation.judge.get('backend')})"
+            + (f"; {waiting} not answered yet" if waiting else "")
+        )
     if results.expected_gamut is not None and score.gamut is not None:
         click.echo(f"  expected score {results.expected_gamut:.1f} from the judge's verdict probabilities")
     cost = cost_line(results.cost, results.usage)

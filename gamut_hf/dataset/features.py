@@ -229,6 +229,8 @@ DETAILS_FEATURES = Features(
         # Each verdict's probability at the verdict's position, where the judge's backend gives
         # them (null otherwise, and absent from folders written before they were kept).
         "verdict_probabilities": {verdict: Value("float64") for verdict in VERDICTS},
+        # The verdict is the escalation judge's (--escalate-below): the first judge was unsure.
+        "escalated": Value("bool"),
     }
 )
 

@@ -43,6 +43,19 @@ class ModelSpec(BaseModel):
         return load_backend(self.backend, self.name, **self.options)
 
 
+class Escalation(BaseModel):
+    """Checks the judge was unsure of, asked again of a second judge whose verdict replaces the
+    first: those whose most probable verdict is below ``below`` (and those the first judge could
+    not answer)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    below: float = Field(
+        gt=0, le=1, description="the first judge's top verdict probability under which a check is escalated"
+    )
+    judge: ModelSpec
+
+
 # The candidate's answer length cap unless given (the leaderboard's too: the Submit tab says it).
 DEFAULT_MAX_TOKENS = 1024
 
@@ -67,6 +80,7 @@ class RunConfig(BaseModel):
     judge_retries: int = Field(2, ge=0, description="extra attempts for an unreadable verdict")
     batch_size: int | None = Field(None, ge=1, description="requests per backend call and per commit")
     judge_batch_size: int | None = Field(None, ge=1)
+    escalation: Escalation | None = None
     retry_errors: bool = Field(False, description="judge again the checks stored as error")
     errors_as_missing: bool = Field(False, description="score errors and unfinished checks as missing")
 
@@ -184,6 +198,7 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
         options["concurrency"],
         checked=checked,
     )
+    escalation = _escalation(options, base.escalation, checked)
     variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
     fields = {
         name: options[name]
@@ -214,7 +229,60 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
         fields["limit"] = None
     if options["all_questions"]:
         fields.update(question_ids=(), shard=None)
-    return base.model_copy(update={"candidate": candidate, "judge": judge, "variant": variant, **fields})
+    config = base.model_copy(
+        update={"candidate": candidate, "judge": judge, "variant": variant, "escalation": escalation, **fields}
+    )
+    if config.escalation is not None and checked:
+        _check_escalation(config)
+    return config
+
+
+ESCALATION_OPTIONS = (
+    "escalate_below",
+    "escalate_judge",
+    "escalate_judge_backend",
+    "escalate_judge_options",
+    "escalate_judge_base_urls",
+)
+
+
+def _escalation(options: Mapping[str, Any], stored: Escalation | None, checked: bool) -> Escalation | None:
+    """The escalation given (any --escalate-* option), else the stored run's."""
+    if not any(options.get(name) not in (None, (), {}) for name in ESCALATION_OPTIONS):
+        return stored
+    below = options.get("escalate_below")
+    below = stored.below if below is None and stored is not None else below
+    if below is None:
+        raise InputError("--escalate-judge goes with --escalate-below P: the top verdict probability to escalate under")
+    if options.get("escalate_judge") is None and stored is None:
+        raise InputError("--escalate-below needs --escalate-judge J: the judge that answers the unsure checks again")
+    judge = model_spec(
+        stored.judge if stored is not None else ModelSpec(),
+        options.get("escalate_judge"),
+        options.get("escalate_judge_backend"),
+        options.get("escalate_judge_options") or {},
+        tuple(options.get("escalate_judge_base_urls") or ()),
+        options.get("concurrency"),
+        checked=checked,
+    )
+    try:
+        return Escalation(below=below, judge=judge)
+    except ValidationError:
+        raise InputError(f"--escalate-below: expected a probability above 0 and at most 1, got {below!r}") from None
+
+
+def _check_escalation(config: RunConfig) -> None:
+    """An escalation needs the first judge's verdict probabilities, and a second judge."""
+    judge = config.judge
+    gives = judge.backend in ("transformers", "vllm") or judge.options.get("structured") == "vllm"
+    if config.rationale or not gives:
+        raise InputError(
+            "--escalate-below needs the judge's verdict probabilities: a transformers or vllm judge, or an "
+            "openai one with --judge-option structured=vllm (a vLLM server), and no --rationale"
+        )
+    assert config.escalation is not None
+    if config.escalation.judge.fingerprint() == judge.fingerprint():
+        raise InputError("--escalate-judge is the judge itself: it would answer the same; name a second judge")
 
 
 # How an inherited setting is named on the command line.
@@ -234,6 +302,7 @@ RUN_FLAGS = {
     "judge_retries": "--judge-retries",
     "batch_size": "--batch-size",
     "judge_batch_size": "--judge-batch-size",
+    "escalation": "--escalate-below",
 }
 
 
@@ -253,6 +322,8 @@ def inherited_settings(options: Mapping[str, Any], config: RunConfig) -> dict[st
             named[name] = f"{flag} " + " ".join(value[:5]) + (f" and {len(value) - 5} more" if len(value) > 5 else "")
         elif name == "shard":
             named[name] = f"{flag} {value[0]}/{value[1]}"
+        elif name == "escalation" and value is not None:
+            named[name] = f"{flag} {value.below:g} --escalate-judge {value.judge.name} ({value.judge.backend})"
         elif name == "rationale":
             named[name] = "--rationale" if value else "--no-rationale"
         else:

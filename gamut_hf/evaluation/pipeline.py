@@ -44,6 +44,7 @@ from gamut_hf.evaluation.judge import (
 )
 from gamut_hf.evaluation.prices import Price, given_prices, run_prices, stage_costs
 from gamut_hf.evaluation.run_folder import (
+    EscalationSummary,
     RunResults,
     StageReport,
     hold_run_folder,
@@ -219,11 +220,17 @@ def _answered_checks(
 
 
 def _judge_jobs(
-    config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore
+    config: RunConfig,
+    questions: Sequence[PlannedQuestion],
+    store: RunStore,
+    only: Callable[[JudgeJob], bool] | None = None,
 ) -> tuple[list[JudgeJob], int, int]:
-    """The checks still to judge, whole questions together, and how many are stored or unanswerable."""
+    """The checks still to judge, whole questions together, and how many are stored or unanswerable.
+    ``only``: the checks to judge at all (an escalation's), the others are none of this judge's."""
     _, jobs = _answered_checks(config, questions, store)
     unanswered = sum(len(q.checks) for q in questions) - len(jobs)
+    if only is not None:
+        jobs = [job for job in jobs if only(job)]
     if config.retry_errors:
         store.forget_errors(job.key for job in jobs)
     stored = store.verdicts(job.key for job in jobs)
@@ -273,14 +280,21 @@ class SharedBackend:
 
 
 def judge(
-    config: RunConfig, source: Questions, store: RunStore, echo: Echo = print, shared: SharedBackend | None = None
+    config: RunConfig,
+    source: Questions,
+    store: RunStore,
+    echo: Echo = print,
+    shared: SharedBackend | None = None,
+    *,
+    only: Callable[[JudgeJob], bool] | None = None,
+    stage: str = "judge",
 ) -> StageReport:
-    """Judge every check of every answered question that has no stored verdict yet. The judge is
-    loaded only when there is something to judge, from ``shared`` where given (which the caller
-    then closes), else for this stage alone."""
-    report = StageReport(stage="judge")
-    jobs, report.done_before, unanswered = _judge_jobs(config, source.questions, store)
-    if unanswered:
+    """Judge every check of every answered question that has no stored verdict yet (``only``:
+    of these checks only). The judge is loaded only when there is something to judge, from
+    ``shared`` where given (which the caller then closes), else for this stage alone."""
+    report = StageReport(stage=stage)
+    jobs, report.done_before, unanswered = _judge_jobs(config, source.questions, store, only)
+    if unanswered and only is None:
         echo(f"judge: {unanswered} checks wait for an answer that is missing or failed (run generate again)")
     if not jobs:
         echo(report.line("checks"))
@@ -294,7 +308,7 @@ def judge(
     errors = 0
     started = time.perf_counter()
     try:
-        with tqdm(total=len(jobs), desc="judge", unit="check", dynamic_ncols=True) as bar:
+        with tqdm(total=len(jobs), desc=stage, unit="check", dynamic_ncols=True) as bar:
             for batch in _question_batches(jobs, size):
                 # Each question's photo fetched and downscaled once, for all of its checks.
                 shown = {
@@ -334,6 +348,37 @@ def judge(
             "(--retry-errors judges them again)"
         )
     return report
+
+
+def _unsure(verdict: StoredVerdict, below: float) -> bool:
+    """Whether a stored verdict is one to escalate: unreadable, or its most probable verdict under ``below``."""
+    if verdict.verdict == "error":
+        return True
+    given = verdict.probabilities
+    return given is not None and max(given.values()) < below * sum(given.values())
+
+
+def escalated_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore) -> dict[str, JudgeJob]:
+    """The escalation judge's jobs, by the first judge's verdict key: every check the first judge
+    answered unsure of (or could not answer). None without an escalation."""
+    if config.escalation is None:
+        return {}
+    second = config.model_copy(update={"judge": config.escalation.judge})
+    _, jobs = _answered_checks(config, questions, store)
+    first = store.verdicts(job.key for job in jobs)
+    return {
+        job.key: replace(job, key=verdict_key(second.judge, job.generation, job.check, config.rationale))
+        for job in jobs
+        if job.key in first and _unsure(first[job.key], config.escalation.below)
+    }
+
+
+def escalate(config: RunConfig, source: Questions, store: RunStore, echo: Echo = print) -> StageReport:
+    """Ask the escalation judge the checks the first judge was unsure of (``--escalate-below``)."""
+    assert config.escalation is not None
+    wanted = {job.key for job in escalated_jobs(config, source.questions, store).values()}
+    second = config.model_copy(update={"judge": config.escalation.judge})
+    return judge(second, source, store, echo, only=lambda job: job.key in wanted, stage="escalate")
 
 
 def complete_verdicts(
@@ -442,7 +487,17 @@ def score(
     generations, jobs = _answered_checks(config, questions, store)
     verdict_keys = {(job.question.id, job.check.id): job.key for job in jobs}
     verdicts = store.verdicts(verdict_keys.values())
+    # An escalated check's verdict is the second judge's (unfinished until it has answered).
+    escalated = escalated_jobs(config, questions, store)
+    second = store.verdicts(job.key for job in escalated.values())
+    first_judge = list(verdicts.values())  # every call the first judge made, escalated checks too
+    for first_key, job in escalated.items():
+        verdict_keys[job.question.id, job.check.id] = job.key
+        verdicts.pop(first_key, None)
+        if job.key in second:
+            verdicts[job.key] = second[job.key]
 
+    second_keys = {job.key for job in escalated.values()}
     per_question: list[tuple[list[Check], dict[str, Outcome]]] = []
     details: list[dict[str, Any]] = []
     judge_errors = unfinished = 0
@@ -469,6 +524,7 @@ def score(
                     "rationale": stored.rationale if stored else None,
                     "raw": stored.raw if stored else None,
                     "verdict_probabilities": stored.probabilities if stored else None,
+                    "escalated": verdict_keys.get((q.id, check.id)) in second_keys,
                 }
             )
         per_question.append((q.checks, outcomes))
@@ -485,7 +541,9 @@ def score(
             expected_question_score(q.checks, {c.id: probabilities[q.id, c.id] for c in q.checks}, params)
             for q in questions
         )
-    usage = {"generation": _usage(list(generations.values())), "judge": _usage(list(verdicts.values()))}
+    usage = {"generation": _usage(list(generations.values())), "judge": _usage(first_judge)}
+    if config.escalation is not None:
+        usage["escalation"] = _usage(list(second.values()))
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
     results = RunResults(
@@ -501,6 +559,15 @@ def score(
         unclosed_reasoning=sum(g.error is None and g.reasoning_unclosed for g in answered),
         usage=usage,
         expected_gamut=expected_gamut,
+        escalation=None
+        if config.escalation is None
+        else EscalationSummary(
+            judge=config.escalation.judge.fingerprint(),
+            below=config.escalation.below,
+            escalated=len(escalated),
+            answered=len(second),
+            checks=len(jobs),
+        ),
         cost=stage_costs(run_prices(config, {}, info.get("prices")), usage),
         stages=list(stages),
     )
@@ -571,6 +638,8 @@ def run(
                 reports.append(judge(config, source, store, echo, shared))
         finally:
             shared.close()
+        if "judge" in stages and config.escalation is not None:  # after the first judge's engine is closed
+            reports.append(escalate(config, source, store, echo))
         if "score" in stages:
             return score(store, out, errors_as_missing=config.errors_as_missing, stages=reports), reports
     return None, reports

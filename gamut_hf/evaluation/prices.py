@@ -24,9 +24,13 @@ if TYPE_CHECKING:  # results.json's reader imports this module: it stays free of
 
 PRICE_TABLE = Path(__file__).resolve().parents[1] / "data" / "prices" / "prices.json"
 
-ROLES = ("candidate", "judge")
-STAGE_OF_ROLE: dict[str, str] = {"candidate": "generation", "judge": "judge"}
-PRICE_FLAG: dict[str, str] = {"candidate": "--model-price", "judge": "--judge-price"}
+ROLES = ("candidate", "judge", "escalation")
+STAGE_OF_ROLE: dict[str, str] = {"candidate": "generation", "judge": "judge", "escalation": "escalation"}
+PRICE_FLAG: dict[str, str] = {
+    "candidate": "--model-price",
+    "judge": "--judge-price",
+    "escalation": "--escalate-judge-price",
+}
 # A dated release of a listed model (gpt-4o-2024-08-06, claude-opus-4-5-20251101) has its price;
 # another model whose name merely starts like it (gpt-5.4 after gpt-5) does not.
 DATED_RELEASE = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-latest)?")
@@ -79,9 +83,9 @@ def listed_price(model: str) -> Price | None:
 def given_prices(given: dict[str, Price | None], config: RunConfig) -> dict[str, dict[str, Any]]:
     """The prices given on the command line as the store keeps them: with the model each is for."""
     return {
-        role: {"model": _spec(config, role).name, **price.model_dump(exclude={"source"})}
+        role: {"model": spec.name, **price.model_dump(exclude={"source"})}
         for role, price in given.items()
-        if price is not None
+        if price is not None and (spec := _spec(config, role)) is not None
     }
 
 
@@ -94,7 +98,9 @@ def run_prices(
     for role in ROLES:
         spec = _spec(config, role)
         kept = (stored or {}).get(role)
-        if given.get(role) is not None:
+        if spec is None:  # no escalation judge
+            prices[role] = None
+        elif given.get(role) is not None:
             prices[role] = given[role].model_copy(update={"source": PRICE_FLAG[role]})  # type: ignore[union-attr]
         elif isinstance(kept, dict) and kept.get("model") == spec.name:
             fields = {name: value for name, value in kept.items() if name != "model"}
@@ -106,7 +112,9 @@ def run_prices(
     return prices
 
 
-def _spec(config: RunConfig, role: str) -> ModelSpec:
+def _spec(config: RunConfig, role: str) -> ModelSpec | None:
+    if role == "escalation":
+        return config.escalation.judge if config.escalation is not None else None
     return config.candidate if role == "candidate" else config.judge
 
 

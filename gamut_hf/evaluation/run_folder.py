@@ -104,6 +104,16 @@ class FileDigest(BaseModel):
         return cls(size=len(data), sha256=hashlib.sha256(data).hexdigest())
 
 
+class EscalationSummary(BaseModel):
+    """results.json's escalation: the checks the first judge was unsure of, asked again."""
+
+    judge: dict[str, Any]  # the second judge's fingerprint
+    below: float
+    escalated: int  # checks whose first verdict was under ``below`` (or unreadable)
+    answered: int  # of these, those the second judge has answered: its verdict is the one scored
+    checks: int  # checks the first judge was asked
+
+
 class RunResults(BaseModel):
     """results.json: one run, one candidate, one judge, and the tables it was scored with."""
 
@@ -124,6 +134,7 @@ class RunResults(BaseModel):
     # The Gamut score from the judge's verdict probabilities (expected verdict counts per tier,
     # gamut_hf.core.scorer.expected_question_score), where the judge gave them for every check.
     expected_gamut: float | None = None
+    escalation: EscalationSummary | None = None
     # Each priced stage's cost in US$ and the price it was priced at (gamut_hf.evaluation.prices);
     # a stage of a local model without a given price is absent.
     cost: dict[str, StageCost] = Field(default_factory=dict)
@@ -175,8 +186,9 @@ def write_outputs(
     digests = {}
     if "reasoning" not in responses:  # a candidate without reasoning (a submission, a simulation)
         responses = {**responses, "reasoning": [None] * len(responses["question_id"])}
-    if "verdict_probabilities" not in details:  # verdicts read from elsewhere (inspect_ai, a simulation)
-        details = {**details, "verdict_probabilities": [None] * len(details["check_id"])}
+    for column, empty in (("verdict_probabilities", None), ("escalated", False)):
+        if column not in details:  # verdicts read from elsewhere (inspect_ai, a simulation)
+            details = {**details, column: [empty] * len(details["check_id"])}
     for name, columns, features in (
         (DETAILS_FILE, details, DETAILS_FEATURES),
         (RESPONSES_FILE, responses, RESPONSES_FEATURES),
