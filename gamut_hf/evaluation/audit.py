@@ -247,12 +247,7 @@ def judge_audit_set(
     """Judge every check of every audit response (what is stored is not judged again); returns
     ``{"<response id>\\t<check id>": outcome}`` (``error`` for an unreadable verdict) and the
     judge stage's report. ``shared``: a started judge to use (a pipeline's SharedBackend)."""
-    from gamut_hf.evaluation.pipeline import (
-        generation_key,
-        import_answers,
-        judge,
-        verdict_key,
-    )
+    from gamut_hf.evaluation.pipeline import import_answers, judge
     from gamut_hf.evaluation.store import RunStore
 
     source = _AuditSource(audit)
@@ -264,15 +259,25 @@ def judge_audit_set(
         )
         import_answers(config, source, store, {r.id: r.response for r in audit.responses})
         stage = judge(config, source, store, echo, shared)
-        keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in source.questions}
-        generations = store.generations(keys.values())
-        wanted = {
-            verdict_key(config.judge, generations[keys[q.id]], check, config.rationale): (q.id, check.id)
-            for q in source.questions
-            for check in q.checks
-        }
-        stored = store.verdicts(wanted)
-    return {f"{rid}\t{cid}": stored[key].verdict for key, (rid, cid) in wanted.items() if key in stored}, stage
+        stored = stored_audit_verdicts(config, audit, store)
+    return {key: verdict.verdict for key, verdict in stored.items()}, stage
+
+
+def stored_audit_verdicts(config: Any, audit: AuditSet, store: Any) -> dict[str, Any]:
+    """The verdicts ``store`` holds for the audit's checks (:class:`~gamut_hf.evaluation.store.StoredVerdict`,
+    probabilities and tokens included), by ``"<response id>\t<check id>"``."""
+    from gamut_hf.evaluation.pipeline import generation_key, verdict_key
+
+    source = _AuditSource(audit)
+    keys = {q.id: generation_key(config.candidate, q, config.variant, config.max_tokens) for q in source.questions}
+    generations = store.generations(keys.values())
+    wanted = {
+        verdict_key(config.judge, generations[keys[q.id]], check, config.rationale): f"{q.id}\t{check.id}"
+        for q in source.questions
+        for check in q.checks
+        if keys[q.id] in generations
+    }
+    return {wanted[key]: verdict for key, verdict in store.verdicts(wanted).items()}
 
 
 # -- measuring ----------------------------------------------------------------------------------

@@ -350,7 +350,7 @@ def judge(
     return report
 
 
-def _unsure(verdict: StoredVerdict, below: float) -> bool:
+def is_unsure(verdict: StoredVerdict, below: float) -> bool:
     """Whether a stored verdict is one to escalate: unreadable, or its most probable verdict under ``below``."""
     if verdict.verdict == "error":
         return True
@@ -369,7 +369,7 @@ def escalated_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], stor
     return {
         job.key: replace(job, key=verdict_key(second.judge, job.generation, job.check, config.rationale))
         for job in jobs
-        if job.key in first and _unsure(first[job.key], config.escalation.below)
+        if job.key in first and is_unsure(first[job.key], config.escalation.below)
     }
 
 
