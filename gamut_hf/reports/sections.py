@@ -176,7 +176,8 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
         f"Gamut and tier scores (0-100) and verdict shares (% of checks) with 95% bootstrap intervals "
         f"({bootstrap.resamples} resamples of the questions, seed {bootstrap.seed}, percentile method). "
         f"'vs next' is the paired bootstrap test of each model against the one below it, on the questions both "
-        f"answered: the mean difference with its interval, and its two-sided p-value."
+        f"answered: the mean difference with its interval, and its two-sided p-value. 'expected', where "
+        f"the judge gave verdict probabilities, is the Gamut score with each check counted by them."
     )
     for group in groups:
         shown_rows, data_rows = [], []
@@ -189,6 +190,8 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
             shown["vs next"] = test.difference.signed() if test else ""
             shown["p"] = shown_p_value(test.p_value, _smallest_p(bootstrap)) if test else ""
             shown["questions"] = len(run.questions)
+            if any(r.results.expected_gamut is not None for r in group.runs):  # from verdict probabilities
+                shown["expected"] = shown_number(run.results.expected_gamut)
             if any(r.results.cost for r in group.runs):  # what each row cost, where a run was priced
                 shown["cost (US$)"] = shown_cost(run.results.cost_usd)
             shown_rows.append(shown)
@@ -200,6 +203,7 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
                 "questions": len(run.questions),
                 "checks": int(run.questions["checks"].sum()),
                 "cost_usd": run.results.cost_usd,
+                "expected_gamut": run.results.expected_gamut,
                 "run": run.name,
             }
             for key, interval in row.items():

@@ -8,7 +8,9 @@ for logprobs (``structured=vllm``), and with JSON and no logprobs otherwise.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -83,3 +85,15 @@ def test_a_judge_without_probabilities_is_listed_by_score_and_says_so(client):
     assert scores == sorted(scores) and not any(math.isnan(s) for s in scores)
     _, line = client.predict(["no-probabilities"], "any", "any", "any", "any", UNSURE_FIRST, api_name="/questions")
     assert "gave no verdict probabilities" in line
+
+
+def test_the_report_shows_the_expected_score_beside_the_score(client, gamut, tmp_path):
+    _, results = client
+
+    expected = json.loads((results / "sure-of-some" / "results.json").read_text())["expected_gamut"]
+    assert expected is not None
+    reported = gamut("report", results / "sure-of-some", "--out", tmp_path / "report")
+    assert reported.code == 0, reported.err
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert re.search(r"\|\s+expected\s+\|", markdown)  # the leaderboard table's column
+    assert f"{expected:.1f}" in markdown
