@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,13 +185,16 @@ class JudgedResponse(Mapping[str, Outcome]):
     A mapping of check id -> ``meets``, ``partially_meets``, ``missing``, ``contradicts`` or
     ``error`` (the judge's answer could not be read as a verdict after the retries; its text is
     in ``raw``), so it goes straight into :func:`score_question`. ``rationales`` holds the
-    judge's rationale per check when it was asked for one (``rationale=True``).
+    judge's rationale per check when it was asked for one (``rationale=True``); ``probabilities``
+    each verdict's probability per check, where the judge's backend gives them (transformers,
+    vllm, a vLLM server with ``structured="vllm"``), else None.
     """
 
     question_id: str
     verdicts: dict[str, Outcome]
     rationales: dict[str, str | None]
     raw: dict[str, str]
+    probabilities: dict[str, dict[str, float] | None] = field(default_factory=dict)
 
     def __getitem__(self, check_id: str) -> Outcome:
         return self.verdicts[check_id]
@@ -311,6 +314,7 @@ def judge_response(
     verdicts: dict[str, Outcome] = {}
     rationales: dict[str, str | None] = {}
     raw: dict[str, str] = {}
+    probabilities: dict[str, dict[str, float] | None] = {}
     for check, (completion, _) in zip(checks, outcomes, strict=True):
         if completion.error is not None:
             raise BackendError(f"judge {started.model}: check {check.id} of question {question_id}: {completion.error}")
@@ -318,7 +322,8 @@ def judge_response(
         verdicts[check.id] = parsed.verdict or "error"
         rationales[check.id] = parsed.rationale
         raw[check.id] = completion.text
-    return JudgedResponse(question_id, verdicts, rationales, raw)
+        probabilities[check.id] = completion.option_probabilities if parsed.verdict else None
+    return JudgedResponse(question_id, verdicts, rationales, raw, probabilities)
 
 
 @dataclass(frozen=True)

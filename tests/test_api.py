@@ -148,6 +148,23 @@ def test_judge_response_sends_and_reads_what_gamut_run_does(tmp_path, rows, vari
     assert gamut_hf.score_question(row, judged).score == expected
 
 
+def test_judge_response_gives_each_verdicts_probabilities_where_the_backend_can(rows):
+    """SmolLM2 on the transformers backend: the four probabilities of every check, the verdict the
+    most probable; a JSON-answering API judge has none."""
+    row = rows["text_only"][0]
+    judged = gamut_hf.judge_response(row, "Water it less in winter.", "smollm2-135m", "transformers")
+    assert set(judged.probabilities) == set(judged)
+    for check_id, probabilities in judged.probabilities.items():
+        assert probabilities is not None and sum(probabilities.values()) == pytest.approx(1.0)
+        assert max(probabilities, key=probabilities.__getitem__) == judged[check_id]
+    endpoint = FakeEndpoint(responder=scripted)
+    try:
+        api = gamut_hf.judge_response(row, "Water it less.", "strict-judge", "openai", base_url=endpoint.url)
+    finally:
+        endpoint.stop()
+    assert set(api.probabilities.values()) == {None}
+
+
 def test_an_unreadable_verdict_is_an_error_that_scoring_refuses_unless_counted_missing(rows):
     row = rows["text_only"][1]
     vague = row["binary_rubric"][0]
