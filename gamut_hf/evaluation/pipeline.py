@@ -360,7 +360,7 @@ def is_unsure(verdict: StoredVerdict, below: float) -> bool:
 
 def escalated_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore) -> dict[str, JudgeJob]:
     """The escalation judge's jobs, by the first judge's verdict key: every check the first judge
-    answered unsure of (or could not answer). None without an escalation."""
+    answered unsure of (or could not answer); none without an escalation."""
     if config.escalation is None:
         return {}
     second = config.model_copy(update={"judge": config.escalation.judge})
@@ -461,6 +461,18 @@ def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]
     }
 
 
+def _expected_gamut(
+    questions: Sequence[PlannedQuestion], scored: Mapping[tuple[str, str], StoredVerdict | None], params: ScoreParams
+) -> float | None:
+    """The Gamut score from each check's verdict probabilities; None unless every check has them."""
+    given = {key: v.probabilities for key, v in scored.items() if v is not None and v.probabilities is not None}
+    if not questions or len(given) < len(scored):
+        return None
+    return 100 * fmean(
+        expected_question_score(q.checks, {c.id: given[q.id, c.id] for c in q.checks}, params) for q in questions
+    )
+
+
 def score(
     store: RunStore,
     out: str | Path,
@@ -487,17 +499,17 @@ def score(
     generations, jobs = _answered_checks(config, questions, store)
     verdict_keys = {(job.question.id, job.check.id): job.key for job in jobs}
     verdicts = store.verdicts(verdict_keys.values())
+    first_judge = list(verdicts.values())  # every call the first judge made, escalated checks too
     # An escalated check's verdict is the second judge's (unfinished until it has answered).
     escalated = escalated_jobs(config, questions, store)
     second = store.verdicts(job.key for job in escalated.values())
-    first_judge = list(verdicts.values())  # every call the first judge made, escalated checks too
     for first_key, job in escalated.items():
         verdict_keys[job.question.id, job.check.id] = job.key
         verdicts.pop(first_key, None)
         if job.key in second:
             verdicts[job.key] = second[job.key]
-
     second_keys = {job.key for job in escalated.values()}
+
     per_question: list[tuple[list[Check], dict[str, Outcome]]] = []
     details: list[dict[str, Any]] = []
     judge_errors = unfinished = 0
@@ -529,18 +541,9 @@ def score(
             )
         per_question.append((q.checks, outcomes))
     run_score = score_run(per_question, params, errors_as_missing=errors_as_missing)
-    probabilities = {
-        (q.id, check.id): stored.probabilities
-        for q in questions
-        for check in q.checks
-        if (stored := verdicts.get(verdict_keys.get((q.id, check.id), ""))) is not None and stored.probabilities
+    scored = {
+        key: verdicts.get(verdict_keys.get(key, "")) for key in ((q.id, c.id) for q in questions for c in q.checks)
     }
-    expected_gamut = None
-    if questions and len(probabilities) == sum(len(q.checks) for q in questions):
-        expected_gamut = 100 * fmean(
-            expected_question_score(q.checks, {c.id: probabilities[q.id, c.id] for c in q.checks}, params)
-            for q in questions
-        )
     usage = {"generation": _usage(list(generations.values())), "judge": _usage(first_judge)}
     if config.escalation is not None:
         usage["escalation"] = _usage(list(second.values()))
@@ -558,7 +561,7 @@ def score(
         unfinished_checks=unfinished,
         unclosed_reasoning=sum(g.error is None and g.reasoning_unclosed for g in answered),
         usage=usage,
-        expected_gamut=expected_gamut,
+        expected_gamut=_expected_gamut(questions, scored, params),
         escalation=None
         if config.escalation is None
         else EscalationSummary(
