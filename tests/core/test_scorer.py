@@ -182,3 +182,22 @@ def test_cli_score_refuses_bad_verdicts_in_one_line(tmp_path, gamut, verdicts, m
     assert result.code == 2
     assert message in result.err and len(result.err.strip().splitlines()) == 1
     assert "Traceback" not in result.err and result.out == ""
+
+
+def test_the_expected_score_of_sure_verdicts_is_the_score_and_unsure_ones_count_by_their_share():
+    from gamut_hf.core.rubric import VERDICTS
+    from gamut_hf.core.scorer import expected_question_score
+
+    sure = {cid: {v: float(v == verdict) for v in VERDICTS} for cid, verdict in WORKED_VERDICTS.items()}
+    assert expected_question_score(WORKED, sure) == pytest.approx(score_question(WORKED, WORKED_VERDICTS).score)
+    # Probabilities need not sum to 1: each check's are renormalised.
+    halved = {cid: {v: p / 2 for v, p in given.items()} for cid, given in sure.items()}
+    assert expected_question_score(WORKED, halved) == pytest.approx(expected_question_score(WORKED, sure))
+    # One answer-critical check half meets, half missing: the tier counts 2.5 met of 3 checks.
+    unsure = {**sure, "a3.fact": {"meets": 0.5, "partially_meets": 0.0, "missing": 0.5, "contradicts": 0.0}}
+    valuable = (0.5 - 2) / (1 + 2)  # one partial (0.5), one contradiction (-2, counted |mu| = 2 times)
+    assert expected_question_score(WORKED, unsure) == pytest.approx(0.6 * 2.5 / 3 / 0.9 + 0.3 * valuable / 0.9)
+    with pytest.raises(ScoringError, match="check a1.fact has no verdict probabilities"):
+        expected_question_score(WORKED, {k: v for k, v in sure.items() if k != "a1.fact"})
+    with pytest.raises(ScoringError, match="add up to 0"):
+        expected_question_score(WORKED, {**sure, "a1.fact": dict.fromkeys(VERDICTS, 0.0)})
