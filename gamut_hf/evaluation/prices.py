@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 if TYPE_CHECKING:  # results.json's reader imports this module: it stays free of the backends
     from gamut_hf.evaluation.config import ModelSpec, RunConfig
@@ -100,11 +100,14 @@ def run_prices(
         kept = (stored or {}).get(role)
         if spec is None:  # no escalation judge
             prices[role] = None
-        elif given.get(role) is not None:
-            prices[role] = given[role].model_copy(update={"source": PRICE_FLAG[role]})  # type: ignore[union-attr]
+        elif (price := given.get(role)) is not None:
+            prices[role] = price.model_copy(update={"source": PRICE_FLAG[role]})
         elif isinstance(kept, dict) and kept.get("model") == spec.name:
             fields = {name: value for name, value in kept.items() if name != "model"}
-            prices[role] = Price(**fields, source=PRICE_FLAG[role])
+            try:
+                prices[role] = Price(**fields, source=PRICE_FLAG[role])
+            except ValidationError:  # not what this version wrote: the run is not priced from it
+                prices[role] = None
         elif spec.backend == "openai":
             prices[role] = listed_price(spec.name)
         else:
