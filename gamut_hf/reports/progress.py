@@ -3,10 +3,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 Item = TypeVar("Item")
+# Seconds a step runs before its bar shows (a refusal found at once stays one line); 0 shows every bar.
+DELAY_ENV = "GAMUT_PROGRESS_DELAY"
+DEFAULT_DELAY = 1.0
+
+
+def _delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get(DELAY_ENV, DEFAULT_DELAY)))
+    except ValueError:  # not a number: the default, rather than a failed report
+        return DEFAULT_DELAY
 
 
 def steps(items: Sequence[Item], what: str, unit: str, shown: bool) -> Iterable[Item]:
@@ -17,4 +28,4 @@ def steps(items: Sequence[Item], what: str, unit: str, shown: bool) -> Iterable[
     from tqdm.auto import tqdm
 
     # Shown once a step has run a second: a refusal found at once (a bad run folder) stays one line.
-    return tqdm(items, desc=what, unit=unit, dynamic_ncols=True, leave=False, delay=1.0)
+    return tqdm(items, desc=what, unit=unit, dynamic_ncols=True, leave=False, delay=_delay())
