@@ -174,6 +174,27 @@ def run_options(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _judge_flags(flag: str, metavar: str, help: str) -> list[Any]:
+    """A judge's model, backend, options and endpoints: --J, --J-backend, --J-option, --J-base-url."""
+    dest = flag.replace("-", "_")
+    return [
+        click.option(f"--{flag}", metavar=metavar, help=help),
+        click.option(
+            f"--{flag}-backend", type=click.Choice(sorted(BACKENDS)), help="Its backend [default: transformers]."
+        ),
+        click.option(
+            f"--{flag}-option", f"{dest}_options", multiple=True, metavar="KEY=VALUE", help="Its backend option."
+        ),
+        click.option(
+            f"--{flag}-base-url",
+            f"{dest}_base_urls",
+            multiple=True,
+            metavar="URL",
+            help="Its endpoint(s) for the openai backend; repeat for several.",
+        ),
+    ]
+
+
 def pipeline_options(command: Any) -> Any:
     """The options shared by run, generate and judge; what is not given comes from the run in --out."""
     options = [
@@ -221,20 +242,7 @@ def pipeline_options(command: Any) -> Any:
             metavar="URL",
             help="Candidate endpoint(s) for the openai backend; repeat for several.",
         ),
-        click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m]."),
-        click.option(
-            "--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers]."
-        ),
-        click.option(
-            "--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option."
-        ),
-        click.option(
-            "--judge-base-url",
-            "judge_base_urls",
-            multiple=True,
-            metavar="URL",
-            help="Judge endpoint(s) for the openai backend; repeat for several.",
-        ),
+        *_judge_flags("judge", "J", "Judge model [default: smollm2-135m]."),
         click.option(
             "--escalate-below",
             type=float,
@@ -242,24 +250,7 @@ def pipeline_options(command: Any) -> Any:
             help="Ask the checks whose most probable verdict is under P (0 < P <= 1; and unreadable ones) "
             "again of --escalate-judge, whose verdict replaces the judge's.",
         ),
-        click.option("--escalate-judge", metavar="J2", help="The second judge of --escalate-below."),
-        click.option(
-            "--escalate-judge-backend", type=click.Choice(sorted(BACKENDS)), help="Its backend [default: transformers]."
-        ),
-        click.option(
-            "--escalate-judge-option",
-            "escalate_judge_options",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="Its backend options.",
-        ),
-        click.option(
-            "--escalate-judge-base-url",
-            "escalate_judge_base_urls",
-            multiple=True,
-            metavar="URL",
-            help="Its endpoint(s) for the openai backend.",
-        ),
+        *_judge_flags("escalate-judge", "J2", "The second judge of --escalate-below."),
         click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
         click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
         click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
