@@ -46,18 +46,28 @@ def scripted(body: dict) -> str:
     verdict = 0 if u < quality else 1 if u < quality + 0.15 else 2 if u < 0.93 else 3
     if body["model"] == "lenient-judge" and verdict in (1, 2):
         verdict -= 1
-    if body.get("top_logprobs"):  # a vLLM server's choice: the bare word, and its first token's alternatives
-        return {"content": VERDICTS[verdict], "logprobs": verdict_logprobs(VERDICTS[verdict], _unit(check, "sure"))}
+    if body.get("top_logprobs"):  # the verdict's token with its alternatives, as the server was asked
+        sure = _unit(check, "sure")
+        if "response_format" in body:  # a hosted API: JSON, the verdict its fourth token
+            tokens = ['{"', "verdict", '":"', VERDICTS[verdict], '"}']
+            return {"content": "".join(tokens), "logprobs": verdict_logprobs(tokens, 3, VERDICTS[verdict], sure)}
+        # a vLLM server's choice: the bare word
+        return {
+            "content": VERDICTS[verdict],
+            "logprobs": verdict_logprobs([VERDICTS[verdict]], 0, VERDICTS[verdict], sure),
+        }
     return json.dumps({"verdict": VERDICTS[verdict]})
 
 
-def verdict_logprobs(chosen: str, u: float) -> dict:
-    """The logprobs of a verdict's first token under the verdict grammar: ``chosen`` at a probability
-    from 0.4 to 1 (by ``u``), the other verdicts sharing the rest; each verdict one token, as here."""
+def verdict_logprobs(tokens: list[str], at: int, chosen: str, u: float) -> dict:
+    """The logprobs of an answer's ``tokens``: at the verdict's token (``at``) ``chosen`` at a
+    probability from 0.4 to 1 (by ``u``), the other verdicts sharing the rest (each one token)."""
     top = 0.4 + 0.6 * u
     rest = (1 - top) / (len(VERDICTS) - 1)
     alternatives = [{"token": v, "logprob": math.log(top if v == chosen else rest)} for v in VERDICTS]
-    return {"content": [{"token": chosen, "logprob": math.log(top), "top_logprobs": alternatives}]}
+    content = [{"token": token, "logprob": 0.0, "top_logprobs": []} for token in tokens]
+    content[at] = {"token": chosen, "logprob": math.log(top), "top_logprobs": alternatives}
+    return {"content": content}
 
 
 def worker_args(requests: Path, results: Path, url: str, *options: str, judge: str = "strict-judge") -> list:

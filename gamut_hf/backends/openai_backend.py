@@ -33,6 +33,7 @@ import io
 import ipaddress
 import math
 import os
+import re
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -84,9 +85,12 @@ class OpenAIBackend(Backend):
         max_retries: int = 5,
         structured: str = "json_schema",
         chat_template_kwargs: dict[str, Any] | None = None,
+        logprobs: bool = False,
     ):
         # Given only when set: an option's absence keeps the fingerprints of runs made before it.
         template_options = {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs is not None else {}
+        if logprobs:
+            template_options["logprobs"] = True
         super().__init__(
             model,
             base_url=base_url,
@@ -115,6 +119,7 @@ class OpenAIBackend(Backend):
         self.max_retries = max_retries
         self.structured = structured
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.logprobs = logprobs
 
     def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
         if not requests:
@@ -190,7 +195,9 @@ class OpenAIBackend(Backend):
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
         probabilities = _choice_probabilities(choice, constraint)
-        answer = max(probabilities, key=lambda o: probabilities[o]) if probabilities else split.answer
+        answer = split.answer
+        if probabilities and self.structured == "vllm":  # the most probable option, as the vllm backend takes it
+            answer = max(probabilities, key=lambda option: probabilities[option])
         return Completion(
             text=answer,
             prompt_tokens=(usage.prompt_tokens if usage else None) or 0,
@@ -232,13 +239,17 @@ class OpenAIBackend(Backend):
                     "top_logprobs": CHOICE_LOGPROBS,
                 }
             return {"extra_body": {"structured_outputs": {"json": constraint.schema}}}
+        probabilities = {}
         if isinstance(constraint, Choice):
             constraint = JsonSchema(choice_schema(constraint.options), name="verdict")
+            if self.logprobs:  # the alternatives at the verdict's first token, inside the JSON
+                probabilities = {"logprobs": True, "top_logprobs": CHOICE_LOGPROBS}
         return {
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": constraint.name, "schema": constraint.schema, "strict": True},
-            }
+            },
+            **probabilities,
         }
 
     def close(self) -> None:
@@ -249,14 +260,36 @@ class OpenAIBackend(Backend):
 CHOICE_LOGPROBS = 20
 
 
+# Where a JSON verdict's value starts: the token after `{"verdict": "`.
+VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"$')
+
+
+def _verdict_position(content: Sequence[Any]) -> int | None:
+    """The index of the answer's token where the verdict starts: the first for a bare verdict (a
+    vLLM server's choice), the one after ``{"verdict": "`` in JSON; None where it is not found."""
+    text = ""
+    for position, token in enumerate(content):
+        if position == 0 and not token.token.lstrip().startswith("{"):
+            return 0
+        if VERDICT_VALUE.search(text):
+            return position
+        text += token.token
+    return None
+
+
 def _choice_probabilities(choice: Any, constraint: Constraint) -> dict[str, float] | None:
-    """A choice's option probabilities from a vLLM server's logprobs of the answer's first token
-    (computed after the grammar's mask, as in the vllm backend); None where none came back."""
+    """A choice's option probabilities from the logprobs of the verdict's first token: a vLLM
+    server's (computed after the grammar's mask, as in the vllm backend: they sum to about 1), or
+    a hosted API's inside its JSON (``logprobs=true``; where the provider does not mask them, the
+    verdicts' share of the mass is less than 1). None where none came back."""
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if not isinstance(constraint, Choice) or not content:
         return None
+    position = _verdict_position(content)
+    if position is None:
+        return None
     tokens: dict[str, float] = {}
-    for alternative in content[0].top_logprobs or ():
+    for alternative in content[position].top_logprobs or ():
         if math.isfinite(alternative.logprob):
             tokens[alternative.token] = tokens.get(alternative.token, 0.0) + math.exp(alternative.logprob)
     shares = choice_probabilities(tokens, constraint.options)

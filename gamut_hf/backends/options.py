@@ -88,6 +88,9 @@ class OpenAIOptions(BackendOptions):
     chat_template_kwargs: dict[str, Any] | None = Field(
         None, description='the server\'s chat template variables (vLLM, SGLang), e.g. {"enable_thinking": false}'
     )
+    logprobs: bool = Field(
+        False, description="ask a hosted API for the verdict token's logprobs: each verdict's probability"
+    )
 
 
 BACKEND_OPTIONS: dict[str, type[BackendOptions]] = {

@@ -274,11 +274,16 @@ def _escalation(options: Mapping[str, Any], stored: Escalation | None, checked: 
 def _check_escalation(config: RunConfig) -> None:
     """An escalation needs the first judge's verdict probabilities, and a second judge."""
     judge = config.judge
-    gives = judge.backend in ("transformers", "vllm") or judge.options.get("structured") == "vllm"
+    gives = (
+        judge.backend in ("transformers", "vllm")
+        or judge.options.get("structured") == "vllm"
+        or judge.options.get("logprobs") is True
+    )
     if config.rationale or not gives:
         raise InputError(
             "--escalate-below needs the judge's verdict probabilities: a transformers or vllm judge, or an "
-            "openai one with --judge-option structured=vllm (a vLLM server), and no --rationale"
+            "openai one with --judge-option structured=vllm (a vLLM server) or logprobs=true (a hosted API), "
+            "and no --rationale"
         )
     assert config.escalation is not None
     if config.escalation.judge.fingerprint() == judge.fingerprint():

@@ -80,6 +80,33 @@ def test_a_finished_run_escalates_only_its_unsure_checks_and_their_verdicts_repl
     assert json.loads((out / "results.json").read_text())["score"] == results["score"]
 
 
+def test_a_cheap_api_judge_with_logprobs_escalates_to_a_dear_one(gamut, endpoint, tmp_path):
+    """The paper's setting: API judges. The first asked for its verdict token's logprobs
+    (logprobs=true, read inside its JSON answer), the unsure checks sent to the second."""
+    out = tmp_path / "run"
+    first = ["--judge", "cheap-judge", "--judge-backend", "openai", "--judge-base-url", endpoint.url]
+    api = ["--model", "good-model", "--backend", "openai", "--base-url", endpoint.url, "--variant", "text_only"]
+    endpoint.bodies.clear()
+    done = gamut(
+        "run", "--out", out, *api, *first, "--judge-option", "logprobs=true", *RUN,
+        "--escalate-below", "0.7", "--escalate-judge", "dear-judge", "--escalate-judge-backend", "openai",
+        "--escalate-judge-base-url", endpoint.url,
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    asked = [body for body in endpoint.bodies if body["model"] == "cheap-judge"]
+    assert asked and all(body["logprobs"] and body["top_logprobs"] == 20 for body in asked)
+    results = json.loads((out / "results.json").read_text())
+    rows = details(out)
+    escalated = [row for row in rows if row["escalated"]]
+    dear = [body for body in endpoint.bodies if body["model"] == "dear-judge"]
+    assert 0 < len(escalated) == len(dear) == results["escalation"]["escalated"] < len(rows)
+    for row in rows:
+        if not row["escalated"]:  # the first judge's verdict, its probabilities read from the JSON's token
+            probabilities = row["verdict_probabilities"]
+            assert sum(probabilities.values()) == pytest.approx(1.0)
+            assert max(probabilities.values()) >= 0.7 and max(probabilities, key=probabilities.get) == row["verdict"]
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
