@@ -162,35 +162,85 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     return int(match[1]), int(match[2])
 
 
+# "2:KEY=VALUE", "2:http://...": the second judge's only.
+JUDGE_POSITION = re.compile(r"([0-9]{1,3}):(?!//)(.*)", re.DOTALL)
+
+
+def _per_judge(values: tuple[str, ...], judges: int, flag: str) -> list[list[str]]:
+    """Each judge's values of ``flag``: those without ``N:`` go to every judge, those with to the N-th."""
+    each: list[list[str]] = [[] for _ in range(max(judges, 1))]
+    for value in values:
+        match = JUDGE_POSITION.fullmatch(value)
+        if match is None:
+            for mine in each:
+                mine.append(value)
+            continue
+        position = int(match[1])
+        if not 1 <= position <= max(judges, 1):
+            raise BadInput(f"{flag} {value!r}: there is no judge {position} (--judge given {judges} times)")
+        each[position - 1].append(match[2])
+    return each
+
+
+def _judges(options: dict[str, Any]) -> dict[str, Any]:
+    """The repeated --judge flags as the first judge's options and the panel's others."""
+    names = list(options["judge"] or ())
+    backends = list(options["judge_backend"] or ())
+    if len(backends) > 1 and len(backends) != len(names):
+        raise BadInput(
+            f"--judge-backend given {len(backends)} times for {len(names)} judges: give it once for all, or once per judge"
+        )
+    count = max(len(names), 1)
+    backends = backends * count if len(backends) == 1 else backends or [None] * count
+    pairs = _per_judge(options["judge_options"], len(names), "--judge-option")
+    extras = [key_values(tuple(mine), "--judge-option") for mine in pairs]
+    urls = _per_judge(options["judge_base_urls"], len(names), "--judge-base-url")
+    return {
+        "judge": names[0] if names else None,
+        "judge_backend": backends[0],
+        "judge_options": extras[0],
+        "judge_base_urls": tuple(urls[0]),
+        "panel": list(zip(names[1:], backends[1:], extras[1:], urls[1:], strict=True)),
+    }
+
+
 def run_options(options: dict[str, Any]) -> dict[str, Any]:
     """The run options as :func:`gamut_hf.evaluation.config.resolve_run_config` takes them:
-    KEY=VALUE pairs parsed, the shard as ``(i, n)``."""
+    KEY=VALUE pairs parsed, the shard as ``(i, n)``, the judges split into the first and a panel's others."""
     return {
         **options,
+        **_judges(options),
         "model_options": key_values(options["model_options"], "--model-option"),
-        "judge_options": key_values(options["judge_options"], "--judge-option"),
         "escalate_judge_options": key_values(options["escalate_judge_options"], "--escalate-judge-option"),
         "shard": parse_shard(options["shard"]),
     }
 
 
-def _judge_flags(flag: str, metavar: str, help: str) -> list[Any]:
-    """A judge's model, backend, options and endpoints: --J, --J-backend, --J-option, --J-base-url."""
+def _judge_flags(flag: str, metavar: str, help: str, *, panel: bool = False) -> list[Any]:
+    """A judge's model, backend, options and endpoints: --J, --J-backend, --J-option, --J-base-url;
+    ``panel``: --J repeatable (a panel), with a backend per judge and ``N:`` before an option or
+    endpoint that is the N-th judge's only."""
     dest = flag.replace("-", "_")
+    each = " (N:KEY=VALUE for the N-th judge only)" if panel else ""
     return [
-        click.option(f"--{flag}", metavar=metavar, help=help),
+        click.option(f"--{flag}", multiple=panel, metavar=metavar, help=help),
         click.option(
-            f"--{flag}-backend", type=click.Choice(sorted(BACKENDS)), help="Its backend [default: transformers]."
+            f"--{flag}-backend",
+            type=click.Choice(sorted(BACKENDS)),
+            multiple=panel,
+            help="Its backend [default: transformers]"
+            + ("; once for all judges, or once per judge." if panel else "."),
         ),
         click.option(
-            f"--{flag}-option", f"{dest}_options", multiple=True, metavar="KEY=VALUE", help="Its backend option."
+            f"--{flag}-option", f"{dest}_options", multiple=True, metavar="KEY=VALUE", help=f"Its backend option{each}."
         ),
         click.option(
             f"--{flag}-base-url",
             f"{dest}_base_urls",
             multiple=True,
             metavar="URL",
-            help="Its endpoint(s) for the openai backend; repeat for several.",
+            help="Its endpoint(s) for the openai backend; repeat for several"
+            + (" (N:URL: the N-th judge's)." if panel else "."),
         ),
     ]
 
@@ -242,7 +292,12 @@ def pipeline_options(command: Any) -> Any:
             metavar="URL",
             help="Candidate endpoint(s) for the openai backend; repeat for several.",
         ),
-        *_judge_flags("judge", "J", "Judge model [default: smollm2-135m]."),
+        *_judge_flags(
+            "judge",
+            "J",
+            "Judge model [default: smollm2-135m]; repeat for a panel (its majority is the verdict).",
+            panel=True,
+        ),
         click.option(
             "--escalate-below",
             type=float,

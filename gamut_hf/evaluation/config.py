@@ -80,12 +80,28 @@ class RunConfig(BaseModel):
     judge_retries: int = Field(2, ge=0, description="extra attempts for an unreadable verdict")
     batch_size: int | None = Field(None, ge=1, description="requests per backend call and per commit")
     judge_batch_size: int | None = Field(None, ge=1)
+    # The panel's other judges, after ``judge`` (gamut_hf.evaluation.panel); empty: one judge.
+    panel: tuple[ModelSpec, ...] = ()
     escalation: Escalation | None = None
     retry_errors: bool = Field(False, description="judge again the checks stored as error")
     errors_as_missing: bool = Field(False, description="score errors and unfinished checks as missing")
 
     # What makes two runs the same run (shards of one run agree on these).
-    IDENTITY: ClassVar[set[str]] = {"dataset", "revision", "variant", "candidate", "judge", "max_tokens", "rationale"}
+    IDENTITY: ClassVar[set[str]] = {
+        "dataset",
+        "revision",
+        "variant",
+        "candidate",
+        "judge",
+        "panel",
+        "max_tokens",
+        "rationale",
+    }
+
+    @property
+    def judges(self) -> tuple[ModelSpec, ...]:
+        """The run's judges: the judge, then the panel's others."""
+        return (self.judge, *self.panel)
 
 
 def stored_config(store: RunStore) -> RunConfig | None:
@@ -198,6 +214,12 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
         options["concurrency"],
         checked=checked,
     )
+    panel = base.panel
+    if options["judge"] is not None:  # judges named anew: the panel is the ones named after the first
+        panel = tuple(
+            model_spec(ModelSpec(), name, backend, extra, tuple(urls), options["concurrency"], checked=checked)
+            for name, backend, extra, urls in options.get("panel") or ()
+        )
     escalation = _escalation(options, base.escalation, checked)
     variant = options["variant"] or stored_variant or ("text_only" if candidate.name == DEFAULT_MODEL else "multimodal")
     fields = {
@@ -230,11 +252,34 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
     if options["all_questions"]:
         fields.update(question_ids=(), shard=None)
     config = base.model_copy(
-        update={"candidate": candidate, "judge": judge, "variant": variant, "escalation": escalation, **fields}
+        update={
+            "candidate": candidate,
+            "judge": judge,
+            "panel": panel,
+            "variant": variant,
+            "escalation": escalation,
+            **fields,
+        }
     )
-    if config.escalation is not None and checked:
-        _check_escalation(config)
+    if checked:
+        _check_panel(config)
+        if config.escalation is not None:
+            _check_escalation(config)
     return config
+
+
+def _check_panel(config: RunConfig) -> None:
+    """A panel's judges differ, and escalation takes one judge."""
+    seen: dict[str, ModelSpec] = {}
+    for member in config.judges:
+        key = repr(sorted(member.fingerprint().items()))
+        if key in seen:
+            raise InputError(f"--judge {member.name} ({member.backend}) is given twice: a panel's judges must differ")
+        seen[key] = member
+    if config.panel and config.escalation is not None:
+        raise InputError(
+            "--escalate-below takes one judge, not a panel: the panel's majority is its own second opinion"
+        )
 
 
 ESCALATION_OPTIONS = (
@@ -297,6 +342,7 @@ RUN_FLAGS = {
     "variant": "--variant",
     "candidate": "--model",
     "judge": "--judge",
+    "panel": "--judge",
     "limit": "--limit",
     "question_ids": "--question-id",
     "images": "--images",
@@ -327,6 +373,8 @@ def inherited_settings(options: Mapping[str, Any], config: RunConfig) -> dict[st
             named[name] = f"{flag} " + " ".join(value[:5]) + (f" and {len(value) - 5} more" if len(value) > 5 else "")
         elif name == "shard":
             named[name] = f"{flag} {value[0]}/{value[1]}"
+        elif name == "panel":
+            named[name] = " ".join(f"{flag} {member.name} ({member.backend})" for member in value) or "one judge"
         elif name == "escalation" and value is not None:
             named[name] = f"{flag} {value.below:g} --escalate-judge {value.judge.name} ({value.judge.backend})"
         elif name == "rationale":
