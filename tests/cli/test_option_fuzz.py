@@ -109,20 +109,15 @@ def assert_clean(code: int, lines: list[str], *, banner: bool = False) -> None:
 
 
 def pipeline_options(model_options: list[str], judge_options: list[str], shard: str | None, **given) -> dict:
-    """The options dict click gives the run commands, nothing else set."""
-    options = {
-        name: None
-        for name in (
-            "out dataset revision images fetch_image_urls variant model backend judge judge_backend concurrency batch_size "
-            "judge_batch_size limit max_tokens rationale judge_retries retry_errors errors_as_missing all_questions"
-        ).split()
-    }
+    """The options dict click gives the run command (every option at its default: None, or () for
+    a repeatable one), with these set."""
+    from gamut_hf.cli.evaluation import run_command
+
+    with run_command.make_context("run", ["--out", "unused"], resilient_parsing=True) as context:
+        options = dict(context.params)
     options.update(
         model_options=tuple(model_options),
         judge_options=tuple(judge_options),
-        base_urls=(),
-        judge_base_urls=(),
-        question_ids=(),
         shard=shard,
         all_questions=False,
         **given,
