@@ -105,7 +105,8 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         )
     click.echo(
         f"{' + '.join(stages)}: {config.candidate.name} ({config.candidate.backend}) judged by "
-        f"{config.judge.name} ({config.judge.backend}) on {config.dataset}, {config.variant}",
+        f"{' + '.join(f'{j.name} ({j.backend})' for j in config.judges)}"
+        f"{' (a panel: the majority verdict)' if config.panel else ''} on {config.dataset}, {config.variant}",
         err=True,
     )
     if audit and audit_folder is None:

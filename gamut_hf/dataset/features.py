@@ -231,6 +231,8 @@ DETAILS_FEATURES = Features(
         "verdict_probabilities": {verdict: Value("float64") for verdict in VERDICTS},
         # The verdict is the escalation judge's (--escalate-below): the first judge was unsure.
         "escalated": Value("bool"),
+        # A panel run's members' verdicts, in the order the judges were given (null with one judge).
+        "panel_verdicts": List(Value("string")),
     }
 )
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, cast
 
 from tqdm.auto import tqdm
 
@@ -42,6 +42,7 @@ from gamut_hf.evaluation.judge import (
     judge_request,
     parse_verdict,
 )
+from gamut_hf.evaluation.panel import MemberScore, PanelSummary, agreement, panel_fingerprint, panel_verdict
 from gamut_hf.evaluation.prices import Price, given_prices, run_prices, stage_costs
 from gamut_hf.evaluation.run_folder import (
     EscalationSummary,
@@ -350,6 +351,11 @@ def judge(
     return report
 
 
+def member_config(config: RunConfig, position: int) -> RunConfig:
+    """The run as one judge of its panel sees it: that judge alone."""
+    return config.model_copy(update={"judge": config.judges[position], "panel": ()})
+
+
 def is_unsure(verdict: StoredVerdict, below: float) -> bool:
     """Whether a stored verdict is one to escalate: unreadable, or its most probable verdict under ``below``."""
     if verdict.verdict == "error":
@@ -461,6 +467,66 @@ def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]
     }
 
 
+@dataclass
+class PanelVerdicts:
+    """A panel run's verdicts as scoring reads them: each check's panel verdict (a StoredVerdict
+    of its own, under a key of the check's members' keys), and what each member said."""
+
+    keys: dict[tuple[str, str], str]  # (question, check) -> the panel verdict's key in ``verdicts``
+    verdicts: dict[str, StoredVerdict]  # checks every member has answered
+    votes: dict[tuple[str, str], list[str]]  # each member's verdict ("error" unreadable), in panel order
+    members: list[dict[tuple[str, str], Outcome]]  # each member's own outcomes, for its own score
+    calls: list[StoredVerdict]  # every stored verdict of every member: the judge stage's usage
+
+
+def _panel_verdicts(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore) -> PanelVerdicts:
+    keyed = []
+    for position in range(len(config.judges)):
+        _, jobs = _answered_checks(member_config(config, position), questions, store)
+        stored = store.verdicts(job.key for job in jobs)
+        keyed.append({(job.question.id, job.check.id): stored.get(job.key) for job in jobs})
+    panel = PanelVerdicts({}, {}, {}, [{} for _ in keyed], [v for mine in keyed for v in mine.values() if v])
+    for check in keyed[0]:
+        said = [mine.get(check) for mine in keyed]
+        for own, verdict in zip(panel.members, said, strict=True):
+            if verdict is not None:
+                own[check] = cast(Outcome, verdict.verdict)
+        if any(verdict is None for verdict in said):
+            continue  # a member has not judged it yet: unfinished
+        votes = [verdict.verdict for verdict in said if verdict is not None]
+        key = content_key(kind="panel", members=[verdict.key for verdict in said if verdict is not None])
+        first = said[0]
+        assert first is not None
+        panel.keys[check] = key
+        panel.votes[check] = votes
+        panel.verdicts[key] = replace(
+            first, key=key, verdict=panel_verdict(cast(list[Outcome], votes)), rationale=None, raw=json.dumps(votes),
+            probabilities=None,
+        )  # fmt: skip
+    return panel
+
+
+def _panel_summary(
+    config: RunConfig, panel: PanelVerdicts, questions: Sequence[PlannedQuestion], params: ScoreParams
+) -> PanelSummary:
+    """Each member's own score over the run's checks (unjudged ones block it, as in the run's
+    score), and the members' agreement over the checks all of them could read."""
+    members = []
+    for spec, own in zip(config.judges, panel.members, strict=True):
+        outcomes = [(q.checks, {c.id: own.get((q.id, c.id), "error") for c in q.checks}) for q in questions]
+        members.append(
+            MemberScore(
+                judge=spec.fingerprint(),
+                gamut=score_run(outcomes, params).gamut,
+                errors=sum(v == "error" for v in own.values()),
+                unfinished=sum(len(q.checks) for q in questions) - len(own),
+            )
+        )
+    readable = [votes for votes in panel.votes.values() if "error" not in votes]
+    alpha, pairs = agreement([f"{j.name} ({j.backend})" for j in config.judges], readable)
+    return PanelSummary(members=members, checks=len(readable), krippendorff_alpha=alpha, pairwise_kappa=pairs)
+
+
 def _expected_gamut(
     questions: Sequence[PlannedQuestion], scored: Mapping[tuple[str, str], StoredVerdict | None], params: ScoreParams
 ) -> float | None:
@@ -496,10 +562,13 @@ def score(
     questions = [PlannedQuestion.from_store(row, i) for i, row in enumerate(store.questions(config.variant))]
     selected = set(info.get("question_ids", [q.id for q in questions]))
     questions = [q for q in questions if q.id in selected]
-    generations, jobs = _answered_checks(config, questions, store)
+    generations, jobs = _answered_checks(member_config(config, 0), questions, store)
     verdict_keys = {(job.question.id, job.check.id): job.key for job in jobs}
     verdicts = store.verdicts(verdict_keys.values())
     first_judge = list(verdicts.values())  # every call the first judge made, escalated checks too
+    panel = _panel_verdicts(config, questions, store) if config.panel else None
+    if panel is not None:  # each check's verdict is the panel's
+        verdict_keys, verdicts, first_judge = panel.keys, panel.verdicts, panel.calls
     # An escalated check's verdict is the second judge's (unfinished until it has answered).
     escalated = escalated_jobs(config, questions, store)
     second = store.verdicts(job.key for job in escalated.values())
@@ -537,6 +606,7 @@ def score(
                     "raw": stored.raw if stored else None,
                     "verdict_probabilities": stored.probabilities if stored else None,
                     "escalated": verdict_keys.get((q.id, check.id)) in second_keys,
+                    "panel_verdicts": panel.votes.get((q.id, check.id)) if panel is not None else None,
                 }
             )
         per_question.append((q.checks, outcomes))
@@ -551,7 +621,9 @@ def score(
     answered = [by_question[q.id] for q in questions if q.id in by_question]
     results = RunResults(
         model=config.candidate.fingerprint(),
-        judge=config.judge.fingerprint(),
+        judge=panel_fingerprint([j.fingerprint() for j in config.judges])
+        if config.panel
+        else config.judge.fingerprint(),
         dataset={"source": config.dataset, "revision": config.revision, "fingerprint": info.get("dataset_fingerprint")},
         variant=config.variant,
         prompt_versions={"generate": GENERATE_PROMPT_VERSION, "judge": JUDGE_PROMPT_VERSION},
@@ -572,6 +644,7 @@ def score(
             checks=len(jobs),
         ),
         cost=stage_costs(run_prices(config, {}, info.get("prices")), usage),
+        panel=_panel_summary(config, panel, questions, params) if panel is not None else None,
         stages=list(stages),
     )
     responses: dict[str, list[Any]] = {
@@ -638,9 +711,15 @@ def run(
             if before_judging is not None:
                 before_judging(shared)
             if "judge" in stages:
-                reports.append(judge(config, source, store, echo, shared))
+                reports.append(judge(member_config(config, 0), source, store, echo, shared))
         finally:
             shared.close()
+        if "judge" in stages:
+            # A panel's other judges, one engine at a time: each asked only what it has not judged.
+            for position in range(1, len(config.judges)):
+                reports.append(
+                    judge(member_config(config, position), source, store, echo, stage=f"judge {position + 1}")
+                )
         if "judge" in stages and config.escalation is not None:  # after the first judge's engine is closed
             reports.append(escalate(config, source, store, echo))
         if "score" in stages:

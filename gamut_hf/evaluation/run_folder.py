@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 from gamut_hf import atomic
 from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, RunScore, ScoreParams
 from gamut_hf.errors import first_problem
+from gamut_hf.evaluation.panel import PanelSummary
 from gamut_hf.evaluation.prices import StageCost
 from gamut_hf.evaluation.store import STORE_FILES
 from gamut_hf.files import MAX_JSON_BYTES, InputError, decode_text, parse_json, read_bytes
@@ -135,6 +136,9 @@ class RunResults(BaseModel):
     # gamut_hf.core.scorer.expected_question_score), where the judge gave them for every check.
     expected_gamut: float | None = None
     escalation: EscalationSummary | None = None
+    # A panel run's members' own scores and their agreement (gamut_hf.evaluation.panel); the score
+    # above is the panel's, and ``judge`` names the panel.
+    panel: PanelSummary | None = None
     # Each priced stage's cost in US$ and the price it was priced at (gamut_hf.evaluation.prices);
     # a stage of a local model without a given price is absent.
     cost: dict[str, StageCost] = Field(default_factory=dict)
@@ -186,7 +190,7 @@ def write_outputs(
     digests = {}
     if "reasoning" not in responses:  # a candidate without reasoning (a submission, a simulation)
         responses = {**responses, "reasoning": [None] * len(responses["question_id"])}
-    for column, empty in (("verdict_probabilities", None), ("escalated", False)):
+    for column, empty in (("verdict_probabilities", None), ("escalated", False), ("panel_verdicts", None)):
         if column not in details:  # verdicts read from elsewhere (inspect_ai, a simulation)
             details = {**details, column: [empty] * len(details["check_id"])}
     for name, columns, features in (
