@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gamut_hf.backends import BACKENDS
 from gamut_hf.cli.options import (
     EXIT_STATUS_HELP,
     BadInput,
     exit_if_every_request_failed,
-    key_values,
+    judge_flags,
+    judges_given,
     pipeline_options,
     print_summary,
     run_options,
@@ -109,6 +109,10 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
         f"{' (a panel: the majority verdict)' if config.panel else ''} on {config.dataset}, {config.variant}",
         err=True,
     )
+    if audit and config.panel:
+        raise BadInput(
+            "--audit audits one judge in its run's engine; audit a panel with `gamut judge-audit --judge A --judge B`"
+        )
     if audit and audit_folder is None:
         from gamut_hf.evaluation.audit import default_audit_folder
 
@@ -155,13 +159,14 @@ def _claim_audit_folder(folder: Path, flag: str) -> Any:
     )
 
 
-def _audit_and_show(judge: Any, folder: Path, **audit: Any) -> None:
-    """The judge's audit into ``folder`` (:func:`~gamut_hf.evaluation.audit.run_audit`'s options),
+def _audit_and_show(judge: Any, folder: Path, *, panel: bool = False, **audit: Any) -> None:
+    """The judge's audit into ``folder`` (:func:`~gamut_hf.evaluation.audit.run_audit`'s options;
+    ``panel``: ``judge`` is the panel's judges, :func:`~gamut_hf.evaluation.audit.run_panel_audit`),
     its reports written and its figures printed."""
-    from gamut_hf.evaluation.audit import run_audit
+    from gamut_hf.evaluation.audit import run_audit, run_panel_audit
     from gamut_hf.reports.audit_report import summary_lines, write_audit_report
 
-    results = run_audit(judge, folder, echo=echo_err, **audit)
+    results = (run_panel_audit if panel else run_audit)(judge, folder, echo=echo_err, **audit)
     write_audit_report(results, folder)
     for line in summary_lines(results):
         click.echo(line)
@@ -243,17 +248,16 @@ def judge(**options: Any) -> None:
     _pipeline(("judge", "score"), options)
 
 
+def _judge_flags_of(command: Any) -> Any:
+    for option in reversed(
+        judge_flags("judge", "J", "Judge model [default: smollm2-135m]; repeat for a panel.", panel=True)
+    ):
+        command = option(command)
+    return command
+
+
 @click.command("judge-audit")
-@click.option("--judge", metavar="J", help="Judge model [default: smollm2-135m].")
-@click.option("--judge-backend", type=click.Choice(sorted(BACKENDS)), help="Judge backend [default: transformers].")
-@click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE", help="Judge backend option.")
-@click.option(
-    "--judge-base-url",
-    "judge_base_urls",
-    multiple=True,
-    metavar="URL",
-    help="Judge endpoint(s) for the openai backend; repeat for several.",
-)
+@_judge_flags_of
 @click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend.")
 @click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole responses).")
 @click.option(
@@ -278,8 +282,8 @@ def judge(**options: Any) -> None:
 )
 @click.option("--retry-errors", is_flag=True, help="Judge again the checks stored as error.")
 def judge_audit(
-    judge: str | None,
-    judge_backend: str | None,
+    judge: tuple[str, ...],
+    judge_backend: tuple[str, ...],
     judge_options: tuple[str, ...],
     judge_base_urls: tuple[str, ...],
     concurrency: int | None,
@@ -298,27 +302,54 @@ def judge_audit(
     stage and store as `gamut judge`, so a stopped audit resumes; then writes DIR/audit.json,
     audit.md and audit-confusion.png: accuracy, Cohen's kappa, the confusion matrix,
     per-verdict precision and recall, the error of question and Gamut scores, and the
-    injection flip rate.
+    injection flip rate. With --judge repeated, audits the panel: each judge, then the panel's
+    majority verdicts, each judge's own figures beside the panel's.
     """
     from gamut_hf.evaluation.audit import default_audit_folder
     from gamut_hf.evaluation.config import ModelSpec, model_spec
 
-    spec = model_spec(
-        ModelSpec(), judge, judge_backend, key_values(judge_options, "--judge-option"), judge_base_urls, concurrency
+    given = judges_given(
+        {
+            "judge": judge,
+            "judge_backend": judge_backend,
+            "judge_options": judge_options,
+            "judge_base_urls": judge_base_urls,
+        }
     )
-    folder = Path(out) if out else default_audit_folder(spec)
-    echo_err(f"judge audit: {spec.name} ({spec.backend}) into {folder}")
+    first = model_spec(
+        ModelSpec(),
+        given["judge"],
+        given["judge_backend"],
+        given["judge_options"],
+        given["judge_base_urls"],
+        concurrency,
+    )
+    specs = [first] + [
+        model_spec(ModelSpec(), name, backend, extra, tuple(urls), concurrency)
+        for name, backend, extra, urls in given["panel"]
+    ]
+    if len({repr(sorted(spec.fingerprint().items())) for spec in specs}) < len(specs):
+        raise BadInput("--judge is given twice with the same backend and options: a panel's judges must differ")
+    folder = (
+        Path(out)
+        if out
+        else default_audit_folder(first if len(specs) == 1 else ModelSpec(name="panel", backend=first.backend))
+    )
+    names = " + ".join(f"{spec.name} ({spec.backend})" for spec in specs)
+    echo_err(f"judge audit: {names} into {folder}")
+    audit: dict[str, Any] = dict(
+        labels=labels,
+        rationale=rationale,
+        judge_retries=judge_retries,
+        judge_batch_size=judge_batch_size,
+        limit=limit,
+        retry_errors=retry_errors,
+    )
     with _claim_audit_folder(folder, "--out"):
-        _audit_and_show(
-            spec,
-            folder,
-            labels=labels,
-            rationale=rationale,
-            judge_retries=judge_retries,
-            judge_batch_size=judge_batch_size,
-            limit=limit,
-            retry_errors=retry_errors,
-        )
+        if len(specs) == 1:
+            _audit_and_show(first, folder, **audit)
+        else:
+            _audit_and_show(specs, folder, panel=True, **audit)
 
 
 @click.command()

@@ -182,7 +182,7 @@ def _per_judge(values: tuple[str, ...], judges: int, flag: str) -> list[list[str
     return each
 
 
-def _judges(options: dict[str, Any]) -> dict[str, Any]:
+def judges_given(options: dict[str, Any]) -> dict[str, Any]:
     """The repeated --judge flags as the first judge's options and the panel's others."""
     names = list(options["judge"] or ())
     backends = list(options["judge_backend"] or ())
@@ -209,14 +209,14 @@ def run_options(options: dict[str, Any]) -> dict[str, Any]:
     KEY=VALUE pairs parsed, the shard as ``(i, n)``, the judges split into the first and a panel's others."""
     return {
         **options,
-        **_judges(options),
+        **judges_given(options),
         "model_options": key_values(options["model_options"], "--model-option"),
         "escalate_judge_options": key_values(options["escalate_judge_options"], "--escalate-judge-option"),
         "shard": parse_shard(options["shard"]),
     }
 
 
-def _judge_flags(flag: str, metavar: str, help: str, *, panel: bool = False) -> list[Any]:
+def judge_flags(flag: str, metavar: str, help: str, *, panel: bool = False) -> list[Any]:
     """A judge's model, backend, options and endpoints: --J, --J-backend, --J-option, --J-base-url;
     ``panel``: --J repeatable (a panel), with a backend per judge and ``N:`` before an option or
     endpoint that is the N-th judge's only."""
@@ -292,7 +292,7 @@ def pipeline_options(command: Any) -> Any:
             metavar="URL",
             help="Candidate endpoint(s) for the openai backend; repeat for several.",
         ),
-        *_judge_flags(
+        *judge_flags(
             "judge",
             "J",
             "Judge model [default: smollm2-135m]; repeat for a panel (its majority is the verdict).",
@@ -305,7 +305,7 @@ def pipeline_options(command: Any) -> Any:
             help="Ask the checks whose most probable verdict is under P (0 < P <= 1; and unreadable ones) "
             "again of --escalate-judge, whose verdict replaces the judge's.",
         ),
-        *_judge_flags("escalate-judge", "J2", "The second judge of --escalate-below."),
+        *judge_flags("escalate-judge", "J2", "The second judge of --escalate-below."),
         click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
         click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
         click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),

@@ -326,8 +326,21 @@ class StyleFigures(BaseModel):
     kappa: float | None
 
 
+class MemberAudit(BaseModel):
+    """A panel member's own figures in a panel's audit."""
+
+    model_config = STRICT
+
+    judge: dict[str, Any]
+    judged: int
+    errors: int
+    accuracy: float
+    kappa: float | None
+
+
 class AuditResults(BaseModel):
-    """audit.json: one judge against the gold (or human) labels of one audit set."""
+    """audit.json: one judge (or a panel: its majority verdicts, ``members`` each judge's own
+    figures) against the gold (or human) labels of one audit set."""
 
     model_config = STRICT
 
@@ -355,6 +368,7 @@ class AuditResults(BaseModel):
         default_factory=dict, description="figure (its dotted path here) -> why it has no value"
     )
     stage: dict[str, Any] | None = None
+    members: list[MemberAudit] = Field(default_factory=list)
 
     def figure(self, name: str) -> float | None:
         """A figure by its dotted path here ("injection.flip_rate"); None where it has no value."""
@@ -713,4 +727,68 @@ def run_audit(
         responses=len(audit.responses),
         stage=stage.model_dump(),
         **measure(audit, judged),
+    )
+
+
+def run_panel_audit(
+    judges: Sequence[Any],
+    out: str | Path,
+    *,
+    labels: str | Path | None = None,
+    rationale: bool = False,
+    judge_retries: int = 2,
+    judge_batch_size: int | None = None,
+    limit: int | None = None,
+    retry_errors: bool = False,
+    echo: Any = print,
+) -> AuditResults:
+    """A panel's audit: each judge judges the audit set into the one store in ``out`` (keyed by
+    judge, so a judge added later is the only one asked), then the panel's majority verdicts
+    (:func:`~gamut_hf.evaluation.panel.panel_verdict`) are measured, each member's own figures beside."""
+    from gamut_hf.core.scorer import Outcome
+    from gamut_hf.evaluation.judge import JUDGE_PROMPT_VERSION
+    from gamut_hf.evaluation.panel import panel_fingerprint, panel_verdict
+
+    audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
+    if limit is not None:
+        audit = audit.first_questions(limit)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    each, members = [], []
+    for position, judge in enumerate(judges, 1):
+        echo(f"judge audit: panel member {position} of {len(judges)}, {judge.name} ({judge.backend})")
+        config = audit_config(
+            judge,
+            audit,
+            rationale=rationale,
+            judge_retries=judge_retries,
+            judge_batch_size=judge_batch_size,
+            retry_errors=retry_errors,
+        )
+        judged, _ = judge_audit_set(config, audit, folder, echo)
+        figures = measure(audit, judged)
+        each.append(judged)
+        members.append(
+            MemberAudit(
+                judge=judge.fingerprint(),
+                judged=figures["judged"],
+                errors=figures["errors"],
+                accuracy=figures["accuracy"],
+                kappa=figures["kappa"],
+            )
+        )
+    panel: dict[str, str] = {
+        key: panel_verdict(cast(list[Outcome], [judged[key] for judged in each]))
+        for key in each[0]
+        if all(key in judged for judged in each)
+    }
+    return AuditResults(
+        judge=panel_fingerprint([j.fingerprint() for j in judges]),
+        labels=str(audit.path),
+        labels_fingerprint=audit.fingerprint(),
+        prompt_version=JUDGE_PROMPT_VERSION,
+        rationale=rationale,
+        responses=len(audit.responses),
+        members=members,
+        **measure(audit, panel),
     )

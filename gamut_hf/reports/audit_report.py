@@ -143,6 +143,12 @@ def summary_lines(results: AuditResults) -> Sequence[str]:
             f"injected non-meets judged meets {results.shown('injection.false_meets_rate', '.1%')} "
             f"(base {results.shown('injection.base_false_meets_rate', '.1%')})"
         )
+    for member in results.members:  # a panel's audit: each judge's own figures beside the panel's
+        kappa = "n/a" if member.kappa is None else f"{member.kappa:.3f}"
+        lines.append(
+            f"  member {member.judge.get('model')} ({member.judge.get('backend')}): accuracy "
+            f"{member.accuracy:.1%}, kappa {kappa} over {member.judged} checks ({member.errors} unreadable)"
+        )
     return lines
 
 

@@ -133,3 +133,54 @@ def test_a_bad_panel_is_one_line_before_anything_runs(gamut, tmp_path, extra, me
     *said, line = error_lines(refused.err)
     assert line.startswith("gamut: ") and message in line, refused.err
     assert not out.exists()
+
+
+def test_a_panels_audit_measures_its_majority_with_each_members_figures_beside(gamut, endpoint, tmp_path):
+    out = tmp_path / "audit"
+    judges = ["--judge", "strict-judge", "--judge", "lenient-judge", "--judge", "third-judge"]
+    done = gamut(
+        "judge-audit",
+        *judges,
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        endpoint.url,
+        "--limit",
+        "1",
+        "--out",
+        out,
+    )
+    assert done.code == 0, done.err
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["judge"]["model"] == "panel of strict-judge, lenient-judge, third-judge"
+    members = {m["judge"]["model"]: m for m in audit["members"]}
+    assert set(members) == {"strict-judge", "lenient-judge", "third-judge"}
+    assert all(m["judged"] == audit["judged"] for m in members.values())
+    # strict and third draw alike, so the panel's majority is theirs: its accuracy is theirs.
+    assert audit["accuracy"] == pytest.approx(members["strict-judge"]["accuracy"])
+    assert members["strict-judge"]["accuracy"] == pytest.approx(members["third-judge"]["accuracy"])
+    assert "member lenient-judge (openai): accuracy" in done.out
+    # A judge of the panel asked again is not: its verdicts are in the audit's store.
+    before = asked(endpoint, "strict-judge")
+    again = gamut(
+        "judge-audit",
+        *judges,
+        "--judge-backend",
+        "openai",
+        "--judge-base-url",
+        endpoint.url,
+        "--limit",
+        "1",
+        "--out",
+        out,
+    )
+    assert again.code == 0, again.err
+    assert asked(endpoint, "strict-judge") == before
+
+
+def test_run_audit_takes_one_judge_not_a_panel(gamut, tmp_path):
+    refused = gamut(
+        "run", "--out", tmp_path / "run", "--judge", "a", "--judge", "b", "--judge-backend", "openai",
+        "--judge-base-url", "http://127.0.0.1:9/v1", "--audit", *RUN,
+    )  # fmt: skip
+    assert refused.code == 2 and "audit a panel with `gamut judge-audit" in error_lines(refused.err)[-1]
