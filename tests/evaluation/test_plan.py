@@ -22,10 +22,10 @@ def endpoint():
     server.stop()
 
 
-def api(url: str, *extra: str) -> list[str]:
+def api(url: str, *extra: str, judge: str = "fake-judge") -> list[str]:
     return [
         "--model", "cand", "--backend", "openai", "--base-url", url,
-        "--judge", "fake-judge", "--judge-backend", "openai", "--judge-base-url", url,
+        "--judge", judge, "--judge-backend", "openai", "--judge-base-url", url,
         "--limit", str(LIMIT), "--max-tokens", "64", *extra,
     ]  # fmt: skip
 
@@ -66,13 +66,13 @@ def test_a_dry_run_of_the_judge_counts_the_stored_answers_as_the_judge_then_rece
     out = tmp_path / "run"
     assert gamut("generate", "--out", out, *api(endpoint.url)).code == 0
     before = snapshot(out)
-    planned = gamut("judge", "--out", out, *api(endpoint.url), "--judge", "other-judge", "--dry-run")
+    planned = gamut("judge", "--out", out, *api(endpoint.url, judge="other-judge"), "--dry-run")
     assert planned.code == 0, planned.err
     assert snapshot(out) == before  # not even the manifest or a journal
     rows = table(planned.out)
     assert list(rows) == ["judge"]
     endpoint.bodies.clear()
-    assert gamut("judge", "--out", out, *api(endpoint.url), "--judge", "other-judge").code == 0
+    assert gamut("judge", "--out", out, *api(endpoint.url, judge="other-judge")).code == 0
     sent = [b for b in endpoint.bodies if is_judging(b)]
     assert int(rows["judge"][0]) == len(sent)
     actual = sum(chars_tokens(b["messages"][0]["content"]) + chars_tokens(user_text(b)) for b in sent)

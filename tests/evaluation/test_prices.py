@@ -101,7 +101,7 @@ def test_the_list_prices_a_model_by_its_name_and_dated_releases_only(model, list
 
 def test_a_local_model_has_no_list_price_and_a_given_price_wins():
     local = RunConfig(candidate=ModelSpec(name="gpt-4o", backend="vllm"))  # a local folder named like an API model
-    assert run_prices(local, {}) == {"candidate": None, "judge": None}
+    assert run_prices(local, {}) == {"candidate": None, "judge": None, "escalation": None}
     given = Price(prompt=1, output=2)
     priced = run_prices(local, {"judge": given})
     assert priced["judge"] == given.model_copy(update={"source": "--judge-price"})
