@@ -40,6 +40,7 @@ from gamut_hf.reports.sections import (
     judge_section,
     leaderboard_groups,
     leaderboard_section,
+    panel_blocks,
     runs_section,
     variant_section,
 )
@@ -110,6 +111,7 @@ def build_report(
     for key, build in steps(builders, "building sections", "section", progress):
         sections[key] = build()
     sections["leaderboard"].blocks[1:1] = judge_warnings(scored, audits)
+    sections["leaderboard"].blocks += panel_blocks(scored)
     return _report(sections, runs)
 
 

@@ -238,6 +238,34 @@ def leaderboard_section(groups: list[Group], bootstrap: Bootstrap) -> Section:
     return section
 
 
+def panel_blocks(runs: list[Run]) -> list[Block]:
+    """For each run judged by a panel: each member's own score beside the panel's, and how far
+    the members agree (Krippendorff's alpha; Cohen's kappa per pair)."""
+    blocks: list[Block] = []
+    for run in runs:
+        panel = run.results.panel
+        if panel is None:
+            continue
+        rows = [
+            {"judge": "the panel (majority)", "Gamut": run.results.score.gamut, "errors": run.results.judge_errors}
+        ] + [
+            {"judge": f"{m.judge.get('model')} ({m.judge.get('backend')})", "Gamut": m.gamut, "errors": m.errors}
+            for m in panel.members
+        ]
+        data = pd.DataFrame(rows)
+        shown = data.assign(Gamut=data["Gamut"].map(shown_number))
+        blocks.append(Table(f"panel-{slug(run.name)}", f"Judge panel of {run.model}: each judge alone", shown, data))
+        pairs = "; ".join(
+            f"{p.first} ~ {p.second} {'n/a' if p.kappa is None else f'{p.kappa:.3f}'}" for p in panel.pairwise_kappa
+        )
+        alpha = "n/a" if panel.krippendorff_alpha is None else f"{panel.krippendorff_alpha:.3f}"
+        blocks.append(
+            f"Agreement of the panel judging {run.model}, over the {panel.checks} checks every judge could read: "
+            f"Krippendorff's alpha {alpha}; Cohen's kappa {pairs}."
+        )
+    return blocks
+
+
 # -- judges ----------------------------------------------------------------------------------
 
 

@@ -88,11 +88,18 @@ def test_a_panel_scores_its_majority_and_a_third_judge_is_the_only_one_asked(gam
     panel = "panel of strict-judge, lenient-judge, third-judge"
     reported = gamut("report", out, "--out", tmp_path / "report")
     assert reported.code == 0, reported.err
-    assert panel in (tmp_path / "report" / "report.md").read_text()
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert panel in markdown and "Judge panel of good-model: each judge alone" in markdown
+    alpha = again["panel"]["krippendorff_alpha"]
+    assert f"Krippendorff's alpha {alpha:.3f}" in markdown
     from gamut_hf.leaderboard.space import SpaceConfig, SpaceData
 
-    board = SpaceData(SpaceConfig(results=tmp_path, requests=tmp_path / "requests", dataset=None, login=False)).board
-    assert list(board["judge"]) == [panel]
+    data = SpaceData(SpaceConfig(results=tmp_path, requests=tmp_path / "requests", dataset=None, login=False))
+    assert list(data.board["judge"]) == [panel]
+    note = data.audit_note(panel)
+    assert note.startswith("**A panel of judges**") and f"Krippendorff's alpha {alpha:.3f}" in note
+    for member in again["panel"]["members"]:
+        assert f"{member['judge']['model']} {member['gamut']:.1f}" in note
 
 
 @pytest.mark.parametrize(

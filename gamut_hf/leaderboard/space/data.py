@@ -421,11 +421,36 @@ class SpaceData:
                 return f"Warning: {warning} (judge audit below the board)." if warning else None
         return None
 
+    def panel_note(self, judge: str | None) -> str:
+        """Where the board's judge is a panel: each judge's own score per model, and their agreement."""
+        lines = []
+        for entry in self.entries:
+            panel = entry.run.results.panel
+            if entry.run.judge != judge or panel is None:
+                continue
+            alone = ", ".join(
+                f"{m.judge.get('model')} {'n/a' if m.gamut is None else f'{m.gamut:.1f}'}" for m in panel.members
+            )
+            alpha = "n/a" if panel.krippendorff_alpha is None else f"{panel.krippendorff_alpha:.3f}"
+            lines.append(f"- {entry.label} ({entry.run.variant}): {alone}; Krippendorff's alpha {alpha}")
+        if not lines:
+            return ""
+        return "**A panel of judges**: each row's score is their majority verdict; each judge alone:\n" + "\n".join(
+            lines
+        )
+
     def audit_note(self, judge: str | None) -> str:
-        """The audit(s) of the judge whose board is shown, or how to make one."""
+        """The audit(s) of the judge whose board is shown, or how to make one (and, for a panel,
+        its judges' own scores)."""
         keys = {entry.run.judge_key for entry in self.entries if entry.run.judge == judge}
         if not keys:
             return ""
+        panel = self.panel_note(judge)
+        if panel:
+            return panel + "\n\n" + self._audit_lines(judge, keys)
+        return self._audit_lines(judge, keys)
+
+    def _audit_lines(self, judge: str | None, keys: set[str]) -> str:
         lines = []
         for audit in self.audits:
             if audit.judge_key in keys:
