@@ -476,7 +476,7 @@ class PanelVerdicts:
     verdicts: dict[str, StoredVerdict]  # checks every member has answered
     votes: dict[tuple[str, str], list[str]]  # each member's verdict ("error" unreadable), in panel order
     members: list[dict[tuple[str, str], Outcome]]  # each member's own outcomes, for its own score
-    calls: list[StoredVerdict]  # every stored verdict of every member: the judge stage's usage
+    calls: list[list[StoredVerdict]]  # each member's stored verdicts: its usage and cost
 
 
 def _panel_verdicts(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore) -> PanelVerdicts:
@@ -485,7 +485,7 @@ def _panel_verdicts(config: RunConfig, questions: Sequence[PlannedQuestion], sto
         _, jobs = _answered_checks(member_config(config, position), questions, store)
         stored = store.verdicts(job.key for job in jobs)
         keyed.append({(job.question.id, job.check.id): stored.get(job.key) for job in jobs})
-    panel = PanelVerdicts({}, {}, {}, [{} for _ in keyed], [v for mine in keyed for v in mine.values() if v])
+    panel = PanelVerdicts({}, {}, {}, [{} for _ in keyed], [[v for v in mine.values() if v] for mine in keyed])
     for check in keyed[0]:
         said = [mine.get(check) for mine in keyed]
         for own, verdict in zip(panel.members, said, strict=True):
@@ -568,7 +568,8 @@ def score(
     first_judge = list(verdicts.values())  # every call the first judge made, escalated checks too
     panel = _panel_verdicts(config, questions, store) if config.panel else None
     if panel is not None:  # each check's verdict is the panel's
-        verdict_keys, verdicts, first_judge = panel.keys, panel.verdicts, panel.calls
+        verdict_keys, verdicts = panel.keys, panel.verdicts
+        first_judge = [verdict for calls in panel.calls for verdict in calls]
     # An escalated check's verdict is the second judge's (unfinished until it has answered).
     escalated = escalated_jobs(config, questions, store)
     second = store.verdicts(job.key for job in escalated.values())
@@ -617,6 +618,8 @@ def score(
     usage = {"generation": _usage(list(generations.values())), "judge": _usage(first_judge)}
     if config.escalation is not None:
         usage["escalation"] = _usage(list(second.values()))
+    for position, calls in enumerate(panel.calls if panel is not None else [], 1):
+        usage[f"judge {position}"] = _usage(calls)  # each panel judge's own, priced at its own price
     by_question = {g.question_id: g for g in generations.values()}
     answered = [by_question[q.id] for q in questions if q.id in by_question]
     results = RunResults(
@@ -643,7 +646,9 @@ def score(
             answered=len(second),
             checks=len(jobs),
         ),
-        cost=stage_costs(run_prices(config, {}, info.get("prices")), usage),
+        cost=stage_costs(
+            run_prices(config, {}, info.get("prices")), usage, panel=len(config.panel) + 1 if panel else 0
+        ),
         panel=_panel_summary(config, panel, questions, params) if panel is not None else None,
         stages=list(stages),
     )

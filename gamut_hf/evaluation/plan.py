@@ -122,42 +122,60 @@ def plan_run(
             )
         )
     if "judge" in stages:
-        from gamut_hf.evaluation.pipeline import verdict_key
-        from gamut_hf.evaluation.store import StoredGeneration
-
-        count_judge, judge_rule = token_counter(config.judge)
-        if judge_rule != candidate_rule:
-            rules.append(judge_rule)
-        verdict_tokens = (
-            RATIONALE_TOKENS if config.rationale else max(count_judge(v) for v in VERDICTS) + 1
-        )  # + the end of the turn
-        requests = stored_verdicts = prompt_tokens = 0
-        for q in questions:
-            answer = answers.get(keys[q.id])
-            if answer is None and "generate" not in stages:
-                continue  # `gamut judge` judges stored answers only
-            todo = list(q.checks)
-            if answer is not None:  # its verdicts may be stored already
-                generation = StoredGeneration(keys[q.id], q.id, answer, None)
-                todo = [c for c in q.checks if verdict_key(config.judge, generation, c, config.rationale) not in judged]
-            stored_verdicts += len(q.checks) - len(todo)
-            requests += len(todo)
-            prompt_tokens += _judge_prompt_tokens(
-                count_judge, q.prompt, answer, [c.text for c in todo], config.rationale, config.max_tokens
-            )
-        price = prices.get("judge")
-        plans.append(
-            StagePlan(
-                stage="judge",
-                requests=requests,
-                stored=stored_verdicts,
-                prompt_tokens=prompt_tokens,
-                output_tokens=requests * verdict_tokens,
-                image_prompts=requests if image else 0,
-                cost=price.cost(prompt_tokens, requests * verdict_tokens) if price else None,
-            )
-        )
+        for position, member in enumerate(config.judges):
+            stage = "judge" if not config.panel else f"judge {position + 1}"
+            price = prices.get("judge" if position == 0 else f"judge {position + 1}")
+            plan, rule = _judge_plan(config, member, questions, keys, answers, judged, stages, price, stage, image)
+            plans.append(plan)
+            if rule not in rules:
+                rules.append(rule)
     return RunPlan(questions=len(questions), checks=sum(len(q.checks) for q in questions), stages=plans, rules=rules)
+
+
+def _judge_plan(
+    config: RunConfig,
+    judge: ModelSpec,
+    questions: Sequence[Any],
+    keys: dict[str, str],
+    answers: dict[str, str],
+    judged: set[str],
+    stages: Sequence[str],
+    price: Price | None,
+    stage: str,
+    image: bool,
+) -> tuple[StagePlan, str]:
+    """One judge's stage: the checks it has not judged, their prompt tokens, and its rule for counting."""
+    from gamut_hf.evaluation.pipeline import verdict_key
+    from gamut_hf.evaluation.store import StoredGeneration
+
+    count_judge, judge_rule = token_counter(judge)
+    verdict_tokens = (
+        RATIONALE_TOKENS if config.rationale else max(count_judge(v) for v in VERDICTS) + 1
+    )  # + the end of the turn
+    requests = stored_verdicts = prompt_tokens = 0
+    for q in questions:
+        answer = answers.get(keys[q.id])
+        if answer is None and "generate" not in stages:
+            continue  # `gamut judge` judges stored answers only
+        todo = list(q.checks)
+        if answer is not None:  # its verdicts may be stored already
+            generation = StoredGeneration(keys[q.id], q.id, answer, None)
+            todo = [c for c in q.checks if verdict_key(judge, generation, c, config.rationale) not in judged]
+        stored_verdicts += len(q.checks) - len(todo)
+        requests += len(todo)
+        prompt_tokens += _judge_prompt_tokens(
+            count_judge, q.prompt, answer, [c.text for c in todo], config.rationale, config.max_tokens
+        )
+    plan = StagePlan(
+        stage=stage,
+        requests=requests,
+        stored=stored_verdicts,
+        prompt_tokens=prompt_tokens,
+        output_tokens=requests * verdict_tokens,
+        image_prompts=requests if image else 0,
+        cost=price.cost(prompt_tokens, requests * verdict_tokens) if price else None,
+    )
+    return plan, judge_rule
 
 
 def stored_work(out: str | Path, retry_errors: bool) -> Callable[[], tuple[dict[str, str], set[str]]]:

@@ -95,17 +95,18 @@ def run_prices(
     """Each role's price: given now, else given earlier for the same model (``stored``, from the
     run's store), else listed for a model behind an OpenAI-compatible endpoint, else none."""
     prices: dict[str, Price | None] = {}
-    for role in ROLES:
+    roles = [*ROLES, *(f"judge {n}" for n in range(2, len(config.panel) + 2))]
+    for role in roles:
         spec = _spec(config, role)
         kept = (stored or {}).get(role)
         if spec is None:  # no escalation judge
             prices[role] = None
         elif (price := given.get(role)) is not None:
-            prices[role] = price.model_copy(update={"source": PRICE_FLAG[role]})
+            prices[role] = price.model_copy(update={"source": PRICE_FLAG.get(role, "given")})
         elif isinstance(kept, dict) and kept.get("model") == spec.name:
             fields = {name: value for name, value in kept.items() if name != "model"}
             try:
-                prices[role] = Price(**fields, source=PRICE_FLAG[role])
+                prices[role] = Price(**fields, source=PRICE_FLAG.get(role, "given"))
             except ValidationError:  # not what this version wrote: the run is not priced from it
                 prices[role] = None
         elif spec.backend == "openai":
@@ -116,16 +117,27 @@ def run_prices(
 
 
 def _spec(config: RunConfig, role: str) -> ModelSpec | None:
+    if role.startswith("judge "):  # a panel's n-th judge (the first is "judge")
+        return config.judges[int(role.split()[1]) - 1]
     if role == "escalation":
         return config.escalation.judge if config.escalation is not None else None
     return config.candidate if role == "candidate" else config.judge
 
 
-def stage_costs(prices: dict[str, Price | None], usage: dict[str, dict[str, int | float]]) -> dict[str, StageCost]:
-    """The cost of each priced stage from its stored tokens (results.json's ``usage``)."""
+def stage_costs(
+    prices: dict[str, Price | None], usage: dict[str, dict[str, int | float]], *, panel: int = 0
+) -> dict[str, StageCost]:
+    """The cost of each priced stage from its stored tokens (results.json's ``usage``). ``panel``:
+    the number of a panel's judges, each priced at its own price over its own calls (``usage``'s
+    "judge 1", "judge 2", ...; ``prices``' "judge 1", ... where given, else "judge" for the first)."""
     costs = {}
+    stages = dict(STAGE_OF_ROLE)
+    if panel:
+        prices = {**prices, "judge 1": prices.get("judge 1", prices.get("judge"))}
+        prices.pop("judge", None)
+        stages.update({f"judge {n}": f"judge {n}" for n in range(1, panel + 1)})
     for role, price in prices.items():
-        stage = STAGE_OF_ROLE[role]
+        stage = stages[role]
         tokens = usage.get(stage)
         if price is None or not tokens:
             continue
@@ -146,7 +158,8 @@ def cost_line(costs: dict[str, StageCost], usage: dict[str, dict[str, int | floa
         f"{stage} ${cost.usd:,.4f} ({cost.price.per_million()}, {cost.price.source})" for stage, cost in costs.items()
     ]
     total = sum(cost.usd for cost in costs.values())
-    unpriced = [stage for stage in STAGE_OF_ROLE.values() if stage not in costs and usage.get(stage, {}).get("calls")]
+    stages = [stage for stage in usage if stage not in ("judge",) or not any(s.startswith("judge ") for s in usage)]
+    unpriced = [stage for stage in stages if stage not in costs and usage.get(stage, {}).get("calls")]
     rest = f"; {' and '.join(unpriced)} not priced (no price given)" if unpriced else ""
     return f"cost ${total:,.4f}: " + " + ".join(parts) + rest
 

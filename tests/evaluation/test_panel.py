@@ -44,9 +44,13 @@ def asked(endpoint, judge: str) -> int:
 
 def test_a_panel_scores_its_majority_and_a_third_judge_is_the_only_one_asked(gamut, endpoint, tmp_path):
     out = tmp_path / "run"
-    two = gamut("run", "--out", out, *run_args(endpoint.url, "strict-judge", "lenient-judge"))
+    two = gamut("run", "--out", out, *run_args(endpoint.url, "strict-judge", "lenient-judge"), "--judge-price", "2/8")
     assert two.code == 0, two.err
     results = json.loads((out / "results.json").read_text())
+    # Each judge at its own price over its own calls: the first at the price given, the second unlisted.
+    assert results["usage"]["judge 1"]["calls"] == results["usage"]["judge 2"]["calls"] == results["score"]["checks"]
+    assert set(results["cost"]) == {"judge 1"} and results["cost"]["judge 1"]["price"]["source"] == "--judge-price"
+    assert "judge 2 not priced" in two.out
     checks = results["score"]["checks"]
     assert asked(endpoint, "strict-judge") == asked(endpoint, "lenient-judge") == checks
     assert results["judge"]["model"] == "panel of strict-judge, lenient-judge"
@@ -62,6 +66,18 @@ def test_a_panel_scores_its_majority_and_a_third_judge_is_the_only_one_asked(gam
     assert pair["kappa"] == pytest.approx(cohen_kappa_score(strict, lenient))
     assert "panel of 2 judges, each alone" in two.out and "Krippendorff's alpha" in two.out
 
+    # A third judge: its dry run plans its checks only, priced from the list (gpt-4o is listed).
+    planned = gamut(
+        "run", "--out", out, *run_args(endpoint.url, "strict-judge", "lenient-judge", "gpt-4o"), "--dry-run"
+    )
+    assert planned.code == 0, planned.err
+    rows = {
+        line.split()[0] + " " + line.split()[1]: line.split()
+        for line in planned.out.splitlines()
+        if line.startswith("judge ")
+    }
+    assert rows["judge 1"][2] == rows["judge 2"][2] == "0" and rows["judge 3"][2] == str(checks)  # requests
+    assert rows["judge 3"][-1].startswith("$") and rows["judge 2"][-1] == "-"
     # A third judge: only it is asked; the two stored members' verdicts stand.
     three = gamut("run", "--out", out, *run_args(endpoint.url, "strict-judge", "lenient-judge", "third-judge"))
     assert three.code == 0, three.err
