@@ -203,7 +203,9 @@ def test_vllm_complete_splits_free_text_by_token_ids(special, monkeypatch):
     def output(text: str):
         token_ids = ids(special, text) + [special.eos_token_id]
         # The engine's text has special tokens dropped, as vLLM's detokenizer does by default.
-        generated = SimpleNamespace(text=special.decode(token_ids, skip_special_tokens=True), token_ids=token_ids)
+        generated = SimpleNamespace(
+            text=special.decode(token_ids, skip_special_tokens=True), token_ids=token_ids, logprobs=None
+        )
         return SimpleNamespace(outputs=[generated], prompt_token_ids=prompt, num_cached_tokens=0)
 
     engine = SimpleNamespace(chat=lambda *a, **k: [output(t) for t in texts], get_tokenizer=lambda: special)
