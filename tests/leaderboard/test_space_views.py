@@ -169,6 +169,7 @@ def test_only_a_models_name_opens_its_failures(simulated, tmp_path):
     import gradio as gr
     import pandas as pd
 
+    from gamut_hf.leaderboard.failures import WORST_FIRST
     from gamut_hf.leaderboard.space import build_app
 
     config = SpaceConfig(results=simulated, requests=tmp_path / "requests", dataset=None, login=False, resamples=20)
@@ -183,7 +184,7 @@ def test_only_a_models_name_opens_its_failures(simulated, tmp_path):
 
     def click(row: int, column: str):
         cell = gr.SelectData(None, {"index": [row, list(board.columns).index(column)], "value": None})
-        return handler.fn(keys, board, "", "any", "any", "any", "any", event=cell)
+        return handler.fn(keys, board, "", "any", "any", "any", "any", WORST_FIRST, event=cell)
 
     for column in ("rank", "Gamut", "Gamut 95% CI", "% missing"):
         assert all(update == gr.skip() for update in click(0, column)), column
