@@ -159,14 +159,13 @@ def _claim_audit_folder(folder: Path, flag: str) -> Any:
     )
 
 
-def _audit_and_show(judge: Any, folder: Path, *, panel: bool = False, **audit: Any) -> None:
-    """The judge's audit into ``folder`` (:func:`~gamut_hf.evaluation.audit.run_audit`'s options;
-    ``panel``: ``judge`` is the panel's judges, :func:`~gamut_hf.evaluation.audit.run_panel_audit`),
-    its reports written and its figures printed."""
-    from gamut_hf.evaluation.audit import run_audit, run_panel_audit
+def _audit_and_show(judge: Any, folder: Path, **audit: Any) -> None:
+    """The judge's audit (a panel's: ``judge`` a list) into ``folder``
+    (:func:`~gamut_hf.evaluation.audit.run_audit`'s options), its reports written and its figures printed."""
+    from gamut_hf.evaluation.audit import run_audit
     from gamut_hf.reports.audit_report import summary_lines, write_audit_report
 
-    results = (run_panel_audit if panel else run_audit)(judge, folder, echo=echo_err, **audit)
+    results = run_audit(judge, folder, echo=echo_err, **audit)
     write_audit_report(results, folder)
     for line in summary_lines(results):
         click.echo(line)
@@ -346,10 +345,7 @@ def judge_audit(
         retry_errors=retry_errors,
     )
     with _claim_audit_folder(folder, "--out"):
-        if len(specs) == 1:
-            _audit_and_show(first, folder, **audit)
-        else:
-            _audit_and_show(specs, folder, panel=True, **audit)
+        _audit_and_show(first if len(specs) == 1 else specs, folder, **audit)
 
 
 @click.command()

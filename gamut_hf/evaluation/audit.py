@@ -701,94 +701,61 @@ def run_audit(
 ) -> AuditResults:
     """Judge the audit set (or the --labels file) with ``judge`` into the store in ``out`` and
     measure it; :func:`gamut_hf.reports.audit_report.write_audit_report` writes the results.
-    ``shared``: the judge already started for a run (``gamut run --audit``), used and left open."""
-    from gamut_hf.evaluation.judge import JUDGE_PROMPT_VERSION
+    ``shared``: the judge already started for a run (``gamut run --audit``), used and left open.
 
-    audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
-    if limit is not None:
-        audit = audit.first_questions(limit)
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    config = audit_config(
-        judge,
-        audit,
-        rationale=rationale,
-        judge_retries=judge_retries,
-        judge_batch_size=judge_batch_size,
-        retry_errors=retry_errors,
-    )
-    judged, stage = judge_audit_set(config, audit, folder, echo, shared)
-    return AuditResults(
-        judge=judge.fingerprint(),
-        labels=str(audit.path),
-        labels_fingerprint=audit.fingerprint(),
-        prompt_version=JUDGE_PROMPT_VERSION,
-        rationale=rationale,
-        responses=len(audit.responses),
-        stage=stage.model_dump(),
-        **measure(audit, judged),
-    )
-
-
-def run_panel_audit(
-    judges: Sequence[Any],
-    out: str | Path,
-    *,
-    labels: str | Path | None = None,
-    rationale: bool = False,
-    judge_retries: int = 2,
-    judge_batch_size: int | None = None,
-    limit: int | None = None,
-    retry_errors: bool = False,
-    echo: Any = print,
-) -> AuditResults:
-    """A panel's audit: each judge judges the audit set into the one store in ``out`` (keyed by
+    ``judge`` a list: a panel. Each of its judges judges the set into the one store (keyed by
     judge, so a judge added later is the only one asked), then the panel's majority verdicts
-    (:func:`~gamut_hf.evaluation.panel.panel_verdict`) are measured, each member's own figures beside."""
+    (:func:`~gamut_hf.evaluation.panel.panel_verdict`) are measured, each judge's own figures beside."""
     from gamut_hf.core.scorer import Outcome
     from gamut_hf.evaluation.judge import JUDGE_PROMPT_VERSION
     from gamut_hf.evaluation.panel import panel_fingerprint, panel_verdict
 
+    judges = list(judge) if isinstance(judge, list | tuple) else [judge]
     audit = load_audit_set(labels if labels is not None else AUDIT_FILE)
     if limit is not None:
         audit = audit.first_questions(limit)
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    each, members = [], []
-    for position, judge in enumerate(judges, 1):
-        echo(f"judge audit: panel member {position} of {len(judges)}, {judge.name} ({judge.backend})")
+    each, members, stage = [], [], None
+    for position, member in enumerate(judges, 1):
+        if len(judges) > 1:
+            echo(f"judge audit: panel member {position} of {len(judges)}, {member.name} ({member.backend})")
         config = audit_config(
-            judge,
+            member,
             audit,
             rationale=rationale,
             judge_retries=judge_retries,
             judge_batch_size=judge_batch_size,
             retry_errors=retry_errors,
         )
-        judged, _ = judge_audit_set(config, audit, folder, echo)
-        figures = measure(audit, judged)
+        judged, stage = judge_audit_set(config, audit, folder, echo, shared)
         each.append(judged)
-        members.append(
-            MemberAudit(
-                judge=judge.fingerprint(),
-                judged=figures["judged"],
-                errors=figures["errors"],
-                accuracy=figures["accuracy"],
-                kappa=figures["kappa"],
+        if len(judges) > 1:
+            figures = measure(audit, judged)
+            members.append(
+                MemberAudit(
+                    judge=member.fingerprint(),
+                    judged=figures["judged"],
+                    errors=figures["errors"],
+                    accuracy=figures["accuracy"],
+                    kappa=figures["kappa"],
+                )
             )
-        )
-    panel: dict[str, str] = {
-        key: panel_verdict(cast(list[Outcome], [judged[key] for judged in each]))
-        for key in each[0]
-        if all(key in judged for judged in each)
-    }
+    outcomes = each[0]
+    if len(judges) > 1:
+        outcomes = {
+            key: panel_verdict(cast(list[Outcome], [judged[key] for judged in each]))
+            for key in each[0]
+            if all(key in judged for judged in each)
+        }
     return AuditResults(
-        judge=panel_fingerprint([j.fingerprint() for j in judges]),
+        judge=judges[0].fingerprint() if len(judges) == 1 else panel_fingerprint([j.fingerprint() for j in judges]),
         labels=str(audit.path),
         labels_fingerprint=audit.fingerprint(),
         prompt_version=JUDGE_PROMPT_VERSION,
         rationale=rationale,
         responses=len(audit.responses),
+        stage=stage.model_dump() if stage is not None and len(judges) == 1 else None,
         members=members,
-        **measure(audit, panel),
+        **measure(audit, outcomes),
     )
