@@ -144,17 +144,20 @@ def score_question(
         tier: VerdictCounts.of(verdicts[check.id] for check in checks if check.tier == tier) for tier in TIERS
     }
     tiers = {tier: tier_score(tier_counts[tier], params) for tier in TIERS}
-    present = {tier: s for tier, s in tiers.items() if s is not None}
-    weight = sum(params.tier_weights[tier] for tier in present)
-    if weight == 0:
-        raise ScoringError("the tiers present in this question all have weight 0")
-    score = sum(params.tier_weights[tier] * s for tier, s in present.items()) / weight
     return QuestionScore(
-        score=score,
+        score=_weighted_tiers({tier: s for tier, s in tiers.items() if s is not None}, params),
         tiers=tiers,
         counts=VerdictCounts.of(verdicts[check.id] for check in checks),
         tier_counts=tier_counts,
     )
+
+
+def _weighted_tiers(tiers: Mapping[Tier, float], params: ScoreParams) -> float:
+    """A question's score: the weighted mean of the scores of the tiers it has (weights renormalised)."""
+    weight = sum(params.tier_weights[tier] for tier in tiers)
+    if weight == 0:
+        raise ScoringError("the tiers present in this question all have weight 0")
+    return sum(params.tier_weights[tier] * value for tier, value in tiers.items()) / weight
 
 
 def expected_question_score(
@@ -179,10 +182,14 @@ def expected_question_score(
                 expected[verdict] += given.get(verdict, 0.0) / total
         if any(expected.values()):
             tiers[tier] = float(verdict_ratio(**expected, params=params))
-    weight = sum(params.tier_weights[tier] for tier in tiers)
-    if weight == 0:
-        raise ScoringError("the tiers present in this question all have weight 0")
-    return sum(params.tier_weights[tier] * value for tier, value in tiers.items()) / weight
+    return _weighted_tiers(tiers, params)
+
+
+def top_verdict_share(probabilities: Mapping[str, float]) -> float | None:
+    """How sure a judge was of a verdict: its most probable verdict's share of the probabilities
+    (which need not sum to 1); None where they add up to nothing."""
+    total = sum(probabilities.values())
+    return max(probabilities.values()) / total if probabilities and total > 0 else None
 
 
 class RunScore(BaseModel):

@@ -31,7 +31,14 @@ from tqdm.auto import tqdm
 from gamut_hf.backends.base import Backend, ChatRequest, Completion
 from gamut_hf.backends.images import fit_to_budget, image_id
 from gamut_hf.core.rubric import Check
-from gamut_hf.core.scorer import DEFAULT_SCORE_PARAMS, Outcome, ScoreParams, expected_question_score, score_run
+from gamut_hf.core.scorer import (
+    DEFAULT_SCORE_PARAMS,
+    Outcome,
+    ScoreParams,
+    expected_question_score,
+    score_run,
+    top_verdict_share,
+)
 from gamut_hf.dataset.features import DETAILS_FEATURES
 from gamut_hf.evaluation.config import ModelSpec, RunConfig, stored_config
 from gamut_hf.evaluation.judge import (
@@ -360,8 +367,8 @@ def is_unsure(verdict: StoredVerdict, below: float) -> bool:
     """Whether a stored verdict is one to escalate: unreadable, or its most probable verdict under ``below``."""
     if verdict.verdict == "error":
         return True
-    given = verdict.probabilities
-    return given is not None and max(given.values()) < below * sum(given.values())
+    share = top_verdict_share(verdict.probabilities) if verdict.probabilities is not None else None
+    return share is not None and share < below
 
 
 def escalated_jobs(config: RunConfig, questions: Sequence[PlannedQuestion], store: RunStore) -> dict[str, JudgeJob]:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from gamut_hf.core.rubric import ITEM_TYPES, TIERS, VERDICTS
+from gamut_hf.core.scorer import top_verdict_share
 from gamut_hf.dataset.release import CitedSnippet
 from gamut_hf.evaluation.run_folder import DETAILS_FILE, RESPONSES_FILE, RunFolderError
 from gamut_hf.leaderboard.entries import Entry
@@ -85,11 +86,11 @@ class EntryTables:
 
 
 def _sureness(probabilities: Any) -> float:
-    """How sure the judge was of a verdict: its most probable verdict's share; NaN where unknown."""
+    """How sure the judge was of a verdict (its top verdict's share); NaN where unknown."""
     if not isinstance(probabilities, Mapping):
         return math.nan
-    values = [float(v) for v in probabilities.values() if v is not None]
-    return max(values) / sum(values) if values and sum(values) > 0 else math.nan
+    share = top_verdict_share({v: float(p) for v, p in probabilities.items() if p is not None})
+    return math.nan if share is None else share
 
 
 def entry_tables(entry: Entry) -> EntryTables:
