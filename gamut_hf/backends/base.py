@@ -8,8 +8,9 @@ A new backend is one new module with one subclass of :class:`Backend`, named in
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -55,19 +56,33 @@ class Choice:
     options: tuple[str, ...]
 
 
-def choice_probabilities(first_tokens: Mapping[str, float], options: Sequence[str]) -> dict[str, float]:
-    """Each option's probability from the probabilities of the first token of a choice-constrained
-    answer (``first_tokens``: a token's text -> its probability, the grammar having masked every
-    token that begins no option, so they sum to about 1 where all allowed tokens are given).
+# How many of the first token's most probable alternatives a choice asks for (vLLM's default
+# maximum, which its server's top_logprobs also caps): under the grammar only tokens that begin an
+# option are left, a few dozen at most for the verdicts.
+CHOICE_LOGPROBS = 20
+
+
+def choice_probabilities(first_tokens: Iterable[tuple[str, float]], options: Sequence[str]) -> dict[str, float] | None:
+    """Each option's probability from the logprobs of the first token of a choice-constrained
+    answer (``first_tokens``: each alternative's text and logprob; the grammar having masked every
+    token that begins no option, they sum to about 1 where all allowed tokens are given); None where
+    no alternative begins an option.
 
     A token that begins one option counts for it; one that begins several (``m`` before ``meets``
     and ``missing``) is split evenly among them, its continuation being unknown here."""
     shares = dict.fromkeys(options, 0.0)
-    for text, probability in first_tokens.items():
+    for text, logprob in first_tokens:
         begun = [option for option in options if text and option.startswith(text)]
+        if not begun or not math.isfinite(logprob):
+            continue
         for option in begun:
-            shares[option] += probability / len(begun)
-    return shares
+            shares[option] += math.exp(logprob) / len(begun)
+    return shares if sum(shares.values()) > 0 else None
+
+
+def most_probable(probabilities: Mapping[str, float]) -> str:
+    """The option of highest probability (the first on a tie)."""
+    return max(probabilities, key=lambda option: probabilities[option])
 
 
 @dataclass(frozen=True)

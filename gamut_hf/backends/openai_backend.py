@@ -31,7 +31,6 @@ import asyncio
 import base64
 import io
 import ipaddress
-import math
 import os
 import re
 import time
@@ -43,6 +42,7 @@ from urllib.parse import urlsplit
 import openai
 
 from gamut_hf.backends.base import (
+    CHOICE_LOGPROBS,
     Backend,
     BackendError,
     ChatRequest,
@@ -51,6 +51,7 @@ from gamut_hf.backends.base import (
     Constraint,
     JsonSchema,
     choice_probabilities,
+    most_probable,
 )
 from gamut_hf.backends.options import STRUCTURED_MODES
 from gamut_hf.backends.reasoning import THINKING_SWITCH, Split, split_text
@@ -197,7 +198,7 @@ class OpenAIBackend(Backend):
         probabilities = _choice_probabilities(choice, constraint)
         answer = split.answer
         if probabilities and self.structured == "vllm":  # the most probable option, as the vllm backend takes it
-            answer = max(probabilities, key=lambda option: probabilities[option])
+            answer = most_probable(probabilities)
         return Completion(
             text=answer,
             prompt_tokens=(usage.prompt_tokens if usage else None) or 0,
@@ -256,10 +257,6 @@ class OpenAIBackend(Backend):
         """Nothing is held between calls: each ``complete`` opens and closes its own clients."""
 
 
-# As the vllm backend asks its engine (vLLM's server caps top_logprobs at its max_logprobs, 20).
-CHOICE_LOGPROBS = 20
-
-
 # Where a JSON verdict's value starts: the token after `{"verdict": "`.
 VERDICT_VALUE = re.compile(r'"verdict"\s*:\s*"$')
 
@@ -288,12 +285,8 @@ def _choice_probabilities(choice: Any, constraint: Constraint) -> dict[str, floa
     position = _verdict_position(content)
     if position is None:
         return None
-    tokens: dict[str, float] = {}
-    for alternative in content[position].top_logprobs or ():
-        if math.isfinite(alternative.logprob):
-            tokens[alternative.token] = tokens.get(alternative.token, 0.0) + math.exp(alternative.logprob)
-    shares = choice_probabilities(tokens, constraint.options)
-    return shares if sum(shares.values()) > 0 else None
+    alternatives = content[position].top_logprobs or ()
+    return choice_probabilities(((a.token, a.logprob) for a in alternatives), constraint.options)
 
 
 def _split_reasoning(message: Any, finish_reason: str | None) -> Split | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import gc
 import json
-import math
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ import vllm  # load_backend turns an ImportError into a BackendError naming the 
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
 from gamut_hf.backends.base import (
+    CHOICE_LOGPROBS,
     Backend,
     BackendError,
     ChatRequest,
@@ -40,6 +40,7 @@ from gamut_hf.backends.base import (
     Constraint,
     JsonSchema,
     choice_probabilities,
+    most_probable,
 )
 from gamut_hf.backends.models import resolve_model
 from gamut_hf.backends.reasoning import (
@@ -116,24 +117,17 @@ def _progress(requests: int) -> Callable[..., Any] | bool:
     return functools.partial(tqdm, leave=False, mininterval=1.0 if sys.stderr.isatty() else 10.0)
 
 
-# The first token's most probable alternatives returned for a choice (vLLM's default maximum):
-# under the grammar only tokens that begin an option are left, a few dozen at most for the verdicts.
-CHOICE_LOGPROBS = 20
-
-
 def _option_probabilities(generated: Any, constraint: Constraint) -> dict[str, float] | None:
     """A choice's option probabilities from its first token's logprobs. vLLM computes them after
     the grammar's mask (the bitmask is applied to the logits before sampling), so the tokens left
     are the options' beginnings and their probabilities sum to about 1."""
     if not isinstance(constraint, Choice) or not generated.logprobs:
         return None
-    first = generated.logprobs[0]
-    tokens: dict[str, float] = {}
-    for logprob in first.values():
-        if logprob.decoded_token is not None and math.isfinite(logprob.logprob):
-            tokens[logprob.decoded_token] = tokens.get(logprob.decoded_token, 0.0) + math.exp(logprob.logprob)
-    shares = choice_probabilities(tokens, constraint.options)
-    return shares if sum(shares.values()) > 0 else None
+    first = generated.logprobs[0].values()
+    return choice_probabilities(
+        ((logprob.decoded_token, logprob.logprob) for logprob in first if logprob.decoded_token is not None),
+        constraint.options,
+    )
 
 
 def _image_part(request: ChatRequest) -> dict[str, Any] | None:
@@ -312,7 +306,7 @@ class VLLMBackend(Backend):
                 # The most probable option, its spellings' first tokens summed. Greedy decoding takes
                 # the most probable first token instead, which differs where an option's
                 # probability is spread over several spellings (c, con, contr... under the grammar).
-                split = Split(max(probabilities, key=lambda option: probabilities[option]))
+                split = Split(most_probable(probabilities))
             completions.append(
                 Completion(
                     text=split.answer,
