@@ -305,7 +305,7 @@ def judge_audit(
     majority verdicts, each judge's own figures beside the panel's.
     """
     from gamut_hf.evaluation.audit import default_audit_folder
-    from gamut_hf.evaluation.config import ModelSpec, model_spec
+    from gamut_hf.evaluation.config import ModelSpec, check_distinct_judges, model_spec
 
     given = judges_given(
         {
@@ -327,8 +327,7 @@ def judge_audit(
         model_spec(ModelSpec(), name, backend, extra, tuple(urls), concurrency)
         for name, backend, extra, urls in given["panel"]
     ]
-    if len({repr(sorted(spec.fingerprint().items())) for spec in specs}) < len(specs):
-        raise BadInput("--judge is given twice with the same backend and options: a panel's judges must differ")
+    check_distinct_judges(specs)
     folder = (
         Path(out)
         if out

@@ -370,15 +370,8 @@ def print_summary(results: RunResults, out: str) -> None:
         click.echo(f"  {score.errors} errors and unjudged checks counted as missing")
     if results.panel is not None:
         panel = results.panel
-        scores = "; ".join(
-            f"{m.judge.get('model')} {'-' if m.gamut is None else f'{m.gamut:.1f}'}" for m in panel.members
-        )
-        pairs = ", ".join(
-            f"{p.first} ~ {p.second} {'n/a' if p.kappa is None else f'{p.kappa:.3f}'}" for p in panel.pairwise_kappa
-        )
-        alpha = "n/a" if panel.krippendorff_alpha is None else f"{panel.krippendorff_alpha:.3f}"
-        click.echo(f"  panel of {len(panel.members)} judges, each alone: {scores}")
-        click.echo(f"  agreement over {panel.checks} checks: Krippendorff's alpha {alpha}; Cohen's kappa {pairs}")
+        click.echo(f"  panel of {len(panel.members)} judges, each alone: {panel.alone()}")
+        click.echo(f"  agreement over {panel.checks} checks: {panel.agreement_text()}")
     if results.escalation is not None:
         escalation = results.escalation
         waiting = escalation.escalated - escalation.answered

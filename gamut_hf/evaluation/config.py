@@ -8,7 +8,8 @@ missed; the two switches that act on one invocation only are never inherited.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -268,14 +269,19 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
     return config
 
 
-def _check_panel(config: RunConfig) -> None:
-    """A panel's judges differ, and escalation takes one judge."""
-    seen: dict[str, ModelSpec] = {}
-    for member in config.judges:
-        key = repr(sorted(member.fingerprint().items()))
+def check_distinct_judges(judges: Sequence[ModelSpec]) -> None:
+    """A panel's judges differ (model, backend and options): the same judge twice would vote twice."""
+    seen: set[str] = set()
+    for member in judges:
+        key = json.dumps(member.fingerprint(), sort_keys=True)
         if key in seen:
             raise InputError(f"--judge {member.name} ({member.backend}) is given twice: a panel's judges must differ")
-        seen[key] = member
+        seen.add(key)
+
+
+def _check_panel(config: RunConfig) -> None:
+    """A panel's judges differ, and escalation takes one judge."""
+    check_distinct_judges(config.judges)
     if config.panel and config.escalation is not None:
         raise InputError(
             "--escalate-below takes one judge, not a panel: the panel's majority is its own second opinion"

@@ -72,6 +72,18 @@ class PanelSummary(BaseModel):
     krippendorff_alpha: float | None
     pairwise_kappa: list[PairAgreement]
 
+    def alone(self) -> str:
+        """Each member's own score, as the summary, the report and the Space write it."""
+        return ", ".join(f"{m.judge.get('model')} {_shown(m.gamut, '.1f')}" for m in self.members)
+
+    def agreement_text(self) -> str:
+        pairs = "; ".join(f"{p.first} ~ {p.second} {_shown(p.kappa, '.3f')}" for p in self.pairwise_kappa)
+        return f"Krippendorff's alpha {_shown(self.krippendorff_alpha, '.3f')}; Cohen's kappa {pairs}"
+
+
+def _shown(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
 
 def agreement(labels: Sequence[str], votes: Sequence[Sequence[str]]) -> tuple[float | None, list[PairAgreement]]:
     """Krippendorff's alpha and each pair's Cohen's kappa over checks (``votes``: per check, each

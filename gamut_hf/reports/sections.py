@@ -255,13 +255,9 @@ def panel_blocks(runs: list[Run]) -> list[Block]:
         data = pd.DataFrame(rows)
         shown = data.assign(Gamut=data["Gamut"].map(shown_number))
         blocks.append(Table(f"panel-{slug(run.name)}", f"Judge panel of {run.model}: each judge alone", shown, data))
-        pairs = "; ".join(
-            f"{p.first} ~ {p.second} {'n/a' if p.kappa is None else f'{p.kappa:.3f}'}" for p in panel.pairwise_kappa
-        )
-        alpha = "n/a" if panel.krippendorff_alpha is None else f"{panel.krippendorff_alpha:.3f}"
         blocks.append(
             f"Agreement of the panel judging {run.model}, over the {panel.checks} checks every judge could read: "
-            f"Krippendorff's alpha {alpha}; Cohen's kappa {pairs}."
+            f"{panel.agreement_text()}."
         )
     return blocks
 

@@ -428,11 +428,7 @@ class SpaceData:
             panel = entry.run.results.panel
             if entry.run.judge != judge or panel is None:
                 continue
-            alone = ", ".join(
-                f"{m.judge.get('model')} {'n/a' if m.gamut is None else f'{m.gamut:.1f}'}" for m in panel.members
-            )
-            alpha = "n/a" if panel.krippendorff_alpha is None else f"{panel.krippendorff_alpha:.3f}"
-            lines.append(f"- {entry.label} ({entry.run.variant}): {alone}; Krippendorff's alpha {alpha}")
+            lines.append(f"- {entry.label} ({entry.run.variant}): {panel.alone()}; {panel.agreement_text()}")
         if not lines:
             return ""
         return "**A panel of judges**: each row's score is their majority verdict; each judge alone:\n" + "\n".join(
