@@ -14,18 +14,14 @@ import json
 import pyarrow.parquet as pq
 import pytest
 from conftest import error_lines
-from fake_endpoint import FakeEndpoint
-from scripted_api import scripted
 
 BELOW = 0.8  # SmolLM2 puts 0.76-0.83 on its top verdict for the first question: some under, most over
 RUN = ("--limit", "1", "--max-tokens", "32")
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    server = FakeEndpoint(responder=scripted)
-    yield server
-    server.stop()
+@pytest.fixture
+def endpoint(scripted_endpoint):
+    return scripted_endpoint
 
 
 def escalation(url: str, *extra: str) -> list[str]:

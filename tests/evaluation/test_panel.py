@@ -14,8 +14,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 from conftest import error_lines
-from fake_endpoint import FakeEndpoint
-from scripted_api import is_judging, scripted
+from scripted_api import is_judging
 from sklearn.metrics import cohen_kappa_score
 
 from gamut_hf.evaluation.panel import panel_verdict
@@ -23,11 +22,9 @@ from gamut_hf.evaluation.panel import panel_verdict
 RUN = ("--limit", "2", "--variant", "text_only", "--max-tokens", "32")
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    server = FakeEndpoint(responder=scripted)
-    yield server
-    server.stop()
+@pytest.fixture
+def endpoint(scripted_endpoint):
+    return scripted_endpoint
 
 
 def run_args(url: str, *judges: str) -> list[str]:
@@ -158,21 +155,16 @@ def test_a_bad_panel_is_one_line_before_anything_runs(gamut, tmp_path, extra, me
     assert not out.exists()
 
 
+def audit_panel(gamut, url: str, out):
+    judges = ["--judge", "strict-judge", "--judge", "lenient-judge", "--judge", "third-judge"]
+    return gamut(
+        "judge-audit", *judges, "--judge-backend", "openai", "--judge-base-url", url, "--limit", "1", "--out", out
+    )
+
+
 def test_a_panels_audit_measures_its_majority_with_each_members_figures_beside(gamut, endpoint, tmp_path):
     out = tmp_path / "audit"
-    judges = ["--judge", "strict-judge", "--judge", "lenient-judge", "--judge", "third-judge"]
-    done = gamut(
-        "judge-audit",
-        *judges,
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        endpoint.url,
-        "--limit",
-        "1",
-        "--out",
-        out,
-    )
+    done = audit_panel(gamut, endpoint.url, out)
     assert done.code == 0, done.err
     audit = json.loads((out / "audit.json").read_text())
     assert audit["judge"]["model"] == "panel of strict-judge, lenient-judge, third-judge"
@@ -185,18 +177,7 @@ def test_a_panels_audit_measures_its_majority_with_each_members_figures_beside(g
     assert "member lenient-judge (openai): accuracy" in done.out
     # A judge of the panel asked again is not: its verdicts are in the audit's store.
     before = asked(endpoint, "strict-judge")
-    again = gamut(
-        "judge-audit",
-        *judges,
-        "--judge-backend",
-        "openai",
-        "--judge-base-url",
-        endpoint.url,
-        "--limit",
-        "1",
-        "--out",
-        out,
-    )
+    again = audit_panel(gamut, endpoint.url, out)
     assert again.code == 0, again.err
     assert asked(endpoint, "strict-judge") == before
 

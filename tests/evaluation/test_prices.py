@@ -6,18 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_endpoint import FakeEndpoint
-from scripted_api import scripted
 
 from gamut_hf.evaluation.config import ModelSpec, RunConfig
 from gamut_hf.evaluation.prices import Price, listed_price, price_table, run_prices
 
 
-@pytest.fixture(scope="module")
-def endpoint():
-    server = FakeEndpoint(responder=scripted)
-    yield server
-    server.stop()
+@pytest.fixture
+def endpoint(scripted_endpoint):
+    return scripted_endpoint
 
 
 def expected_usd(price: dict, tokens: dict) -> float:
