@@ -20,6 +20,8 @@ from gamut_hf.errors import GamutError
 if TYPE_CHECKING:  # the core (the CLI included) must not import PIL
     from PIL import Image
 
+    from gamut_hf.backends.batch import BatchAPI
+
 
 @dataclass(frozen=True)
 class ChatRequest:
@@ -153,6 +155,7 @@ VOLATILE_OPTIONS: frozenset[str] = frozenset(
         "timeout",
         "max_retries",
         "api_key_env",
+        "batch_api",
         "base_url",
         "base_urls",
         # vLLM engines: parallelism, memory and scheduling
@@ -210,6 +213,10 @@ class Backend(ABC):
     @abstractmethod
     def complete(self, requests: Sequence[ChatRequest], constraint: Constraint = None) -> list[Completion]:
         """Complete every request (greedy), in order; one Completion per request."""
+
+    def batch_api(self) -> BatchAPI | None:
+        """The provider's batch API for this model (``--batch``), None where the backend has none."""
+        return None
 
     def fingerprint(self) -> dict[str, Any]:
         """Everything that determines this backend's outputs: part of every cache key."""

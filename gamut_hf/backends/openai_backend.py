@@ -59,6 +59,8 @@ from gamut_hf.backends.reasoning import THINKING_SWITCH, Split, split_text
 if TYPE_CHECKING:  # a text-only run needs no Pillow
     from PIL import Image
 
+    from gamut_hf.backends.batch import BatchAPI
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "EMPTY"  # local servers (vLLM and others) accept any key
 JPEG_ABOVE_PIXELS = 512 * 512  # RGB images larger than this are sent as JPEG, smaller ones as PNG
@@ -66,6 +68,7 @@ JPEG_ABOVE_PIXELS = 512 * 512  # RGB images larger than this are sent as JPEG, s
 # schema bounds the output anyway, so a larger limit only prevents truncated JSON.
 CHOICE_JSON_MIN_TOKENS = 32
 MAX_ERROR_CHARS = 300
+BATCH_PROVIDERS = ("openai", "anthropic")  # whose batch API --batch uses (batch_api)
 
 
 class OpenAIBackend(Backend):
@@ -87,11 +90,14 @@ class OpenAIBackend(Backend):
         structured: str = "json_schema",
         chat_template_kwargs: dict[str, Any] | None = None,
         logprobs: bool = False,
+        batch_api: str | None = None,
     ):
         # Given only when set: an option's absence keeps the fingerprints of runs made before it.
         template_options = {"chat_template_kwargs": chat_template_kwargs} if chat_template_kwargs is not None else {}
         if logprobs:
             template_options["logprobs"] = True
+        if batch_api is not None:
+            template_options["batch_api"] = batch_api
         super().__init__(
             model,
             base_url=base_url,
@@ -108,6 +114,11 @@ class OpenAIBackend(Backend):
         if concurrency < 1:
             raise BackendError(f"concurrency must be at least 1, not {concurrency}")
         self.endpoints = _endpoints(base_url, base_urls)
+        self.batch_provider = batch_api or (
+            "anthropic" if (urlsplit(self.endpoints[0]).hostname or "").endswith("anthropic.com") else "openai"
+        )
+        if self.batch_provider not in BATCH_PROVIDERS:
+            raise BackendError(f"batch_api must be one of {', '.join(BATCH_PROVIDERS)}, not {batch_api!r}")
         self.api_key = os.environ.get(api_key_env) or None
         if self.api_key is None:
             if not all(_is_loopback(url) for url in self.endpoints):
@@ -183,16 +194,35 @@ class OpenAIBackend(Backend):
                 max_tokens=self._max_tokens(request, constraint),
                 **self._request_arguments(constraint),
             )
-            if not isinstance(response, openai.types.chat.ChatCompletion) or not response.choices:
-                raise ValueError(f"the answer is not a chat completion: {str(response)[:100]!r}")
-            choice = response.choices[0]
-            split = _split_reasoning(choice.message, choice.finish_reason)
-            if split is None:
-                raise ValueError(f"no text in the answer (finish_reason={choice.finish_reason})")
+            return self.completion_from(response, constraint, time.perf_counter() - start)
         except Exception as error:  # noqa: BLE001 - every failure of one request becomes its Completion
             return Completion(
                 text="", seconds=time.perf_counter() - start, error=_describe(error, endpoint, self.timeout)
             )
+
+    def request_body(self, request: ChatRequest, constraint: Constraint, image_part: Any = None) -> dict[str, Any]:
+        """The request as the JSON body of a POST to ``/chat/completions`` (a batch's line holds it):
+        what ``chat.completions.create`` sends, its ``extra_body`` fields at the top level."""
+        arguments = self._request_arguments(constraint)
+        extra = arguments.pop("extra_body", {})
+        return {
+            "model": self.model,
+            "messages": request.messages(image_part),
+            "temperature": 0,
+            "max_tokens": self._max_tokens(request, constraint),
+            **arguments,
+            **extra,
+        }
+
+    def completion_from(self, response: Any, constraint: Constraint, seconds: float = 0.0) -> Completion:
+        """A chat completion (an answer of the endpoint, or a batch's) as a Completion; ValueError
+        where it is not one or holds no text."""
+        if not isinstance(response, openai.types.chat.ChatCompletion) or not response.choices:
+            raise ValueError(f"the answer is not a chat completion: {str(response)[:100]!r}")
+        choice = response.choices[0]
+        split = _split_reasoning(choice.message, choice.finish_reason)
+        if split is None:
+            raise ValueError(f"no text in the answer (finish_reason={choice.finish_reason})")
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None)
         probabilities = _choice_probabilities(choice, constraint)
@@ -204,11 +234,22 @@ class OpenAIBackend(Backend):
             prompt_tokens=(usage.prompt_tokens if usage else None) or 0,
             completion_tokens=(usage.completion_tokens if usage else None) or 0,
             cached_tokens=getattr(details, "cached_tokens", None),
-            seconds=time.perf_counter() - start,
+            seconds=seconds,
             reasoning=split.reasoning,
             reasoning_unclosed=not split.closed,
             option_probabilities=probabilities,
         )
+
+    def batch_api(self) -> BatchAPI:
+        """The provider's batch API at this backend's (first) endpoint: OpenAI's Batch API, or
+        Anthropic's Message Batches (``batch_api=anthropic``, the default for an anthropic.com endpoint)."""
+        if self.batch_provider == "anthropic":
+            from gamut_hf.backends.anthropic_batch import AnthropicBatch
+
+            return AnthropicBatch(self)
+        from gamut_hf.backends.openai_batch import OpenAIBatch
+
+        return OpenAIBatch(self)
 
     def _max_tokens(self, request: ChatRequest, constraint: Constraint) -> int:
         if isinstance(constraint, Choice) and self.structured == "json_schema":

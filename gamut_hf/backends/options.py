@@ -91,6 +91,9 @@ class OpenAIOptions(BackendOptions):
     logprobs: bool = Field(
         False, description="ask a hosted API for the verdict token's logprobs: each verdict's probability"
     )
+    batch_api: Literal["openai", "anthropic"] | None = Field(
+        None, description="whose batch API --batch uses [default: anthropic for an anthropic.com endpoint, else openai]"
+    )
 
 
 BACKEND_OPTIONS: dict[str, type[BackendOptions]] = {

@@ -307,6 +307,31 @@ def pipeline_options(command: Any) -> Any:
         ),
         *judge_flags("escalate-judge", "J2", "The second judge of --escalate-below."),
         click.option("--concurrency", type=click.IntRange(min=1), help="Requests in flight per openai backend."),
+        click.option(
+            "--batch",
+            is_flag=True,
+            default=None,
+            help="Send new requests of the openai backend as provider batches (OpenAI's Batch API, Anthropic's "
+            "Message Batches: about half the price, answered within 24 h); waits, and a rerun waits on them again.",
+        ),
+        click.option(
+            "--batch-fallback",
+            type=click.Choice(["resubmit", "sync"]),
+            help="What a failed or expired batch left unanswered gets: one more batch, or synchronous calls "
+            "[default: resubmit].",
+        ),
+        click.option(
+            "--batch-poll",
+            type=click.FloatRange(min=0, min_open=True),
+            metavar="SECONDS",
+            help="Seconds before the first look at a batch; each pause grows by half, up to 10 minutes [default: 30].",
+        ),  # fmt: skip
+        click.option(
+            "--batch-forget-unknown",
+            is_flag=True,
+            default=None,
+            help="Give up the run's batches the provider no longer knows, and send their requests again.",
+        ),
         click.option("--batch-size", type=click.IntRange(min=1), help="Requests per backend call and per commit."),
         click.option("--judge-batch-size", type=click.IntRange(min=1), help="Checks per judge call (whole questions)."),
         click.option("--limit", type=click.IntRange(min=0), help="Only the first N questions (0: no limit)."),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -57,6 +57,21 @@ class Escalation(BaseModel):
     judge: ModelSpec
 
 
+class BatchMode(BaseModel):
+    """``--batch``: new requests go to the provider's batch API (about half the price, within a day)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fallback: Literal["resubmit", "sync"] = Field(
+        "resubmit",
+        description="what a batch that failed or expired leaves unanswered gets: one more batch, or synchronous calls",
+    )
+    poll: float = Field(30.0, gt=0, description="seconds before the first look at a batch; it grows to 10 minutes")
+    forget_unknown: bool = Field(
+        False, description="give up the stored batches the provider no longer knows and submit their requests again"
+    )
+
+
 # The candidate's answer length cap unless given (the leaderboard's too: the Submit tab says it).
 DEFAULT_MAX_TOKENS = 1024
 
@@ -84,6 +99,7 @@ class RunConfig(BaseModel):
     # The panel's other judges, after ``judge`` (gamut_hf.evaluation.panel); empty: one judge.
     panel: tuple[ModelSpec, ...] = ()
     escalation: Escalation | None = None
+    batch: BatchMode | None = Field(None, description="send new requests as provider batches (this invocation only)")
     retry_errors: bool = Field(False, description="judge again the checks stored as error")
     errors_as_missing: bool = Field(False, description="score errors and unfinished checks as missing")
 
@@ -239,8 +255,12 @@ def resolve_run_config(options: Mapping[str, Any], stored: RunConfig | None, *, 
         )
         if options[name] is not None
     }
-    # These two act on this invocation only; they are never inherited from the stored run.
-    fields.update(retry_errors=bool(options["retry_errors"]), errors_as_missing=bool(options["errors_as_missing"]))
+    # These act on this invocation only; they are never inherited from the stored run.
+    fields.update(
+        retry_errors=bool(options["retry_errors"]),
+        errors_as_missing=bool(options["errors_as_missing"]),
+        batch=_batch_mode(options),
+    )
     if options["max_tokens"] is None and candidate.name == DEFAULT_MODEL and base == RunConfig():
         # A 135M model's answers past this are repetition; it keeps the demo to minutes on a CPU.
         fields["max_tokens"] = EMBEDDED_MAX_TOKENS
@@ -277,6 +297,24 @@ def check_distinct_judges(judges: Sequence[ModelSpec]) -> None:
         if key in seen:
             raise InputError(f"--judge {member.name} ({member.backend}) is given twice: a panel's judges must differ")
         seen.add(key)
+
+
+def _batch_mode(options: Mapping[str, Any]) -> BatchMode | None:
+    """--batch and its settings; those settings without --batch are refused."""
+    given = {
+        name: options[flag]
+        for name, flag in (
+            ("fallback", "batch_fallback"),
+            ("poll", "batch_poll"),
+            ("forget_unknown", "batch_forget_unknown"),
+        )
+        if options.get(flag) not in (None, False)
+    }
+    if not options.get("batch"):
+        if given:
+            raise InputError(f"--batch-{next(iter(given)).replace('_', '-')} goes with --batch")
+        return None
+    return BatchMode(**given)
 
 
 def _check_panel(config: RunConfig) -> None:

@@ -125,48 +125,102 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
         return report
     backend = config.candidate.load()
     size = config.batch_size or backend.default_batch_size
+    model = json.dumps(config.candidate.fingerprint(), sort_keys=True)
+    by_key = dict(zip(keys, questions, strict=True))
+
+    def request_for(key: str) -> ChatRequest:
+        question = by_key[key]
+        image, name = shown_image(source, question, config.candidate)
+        return replace(generate_request(question.prompt, image, config.max_tokens), image_id=name)
+
+    def store_answers(answers: Mapping[str, Completion], batch_id: str | None = None) -> None:
+        store.add_generations(
+            {
+                "key": k,
+                "question_id": by_key[k].id,
+                "variant": config.variant,
+                "model": model,
+                "response": c.text,
+                "error": c.error,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "seconds": c.seconds,
+                # Kept apart: the judge reads the response only.
+                "reasoning": c.reasoning,
+                "reasoning_unclosed": c.reasoning_unclosed,
+                "batch_id": batch_id,
+            }
+            for k, c in answers.items()
+        )
+        completions = list(answers.values())
+        report.add(completions)
+        report.failed += sum(c.error is not None for c in completions)
+        report.done_now += sum(c.error is None for c in completions)
+        bar.update(len(completions))
+
+    def in_batch(answers: dict[str, Completion], batch_id: str | None, attempt: int) -> list[str]:
+        known = {k: c for k, c in answers.items() if k in by_key}  # another selection's: not this run's
+        store_answers(known, batch_id)
+        return []
+
+    def asked_now(left: list[str]) -> None:
+        store_answers(dict(zip(left, backend.complete([request_for(k) for k in left]), strict=True)))
+
     started = time.perf_counter()
     try:
         with tqdm(total=len(keys) - len(done), desc="generate", unit="answer", dynamic_ncols=True) as bar:
+            todo_keys = [k for k in keys if k not in done]
+            batched = in_batches(
+                config, backend, store, "generate", model, None, todo_keys, request_for, in_batch, asked_now, echo
+            )
             # Fixed batches over the whole list: a resumed run sees the batches an
             # uninterrupted one would (batched decoding is not invariant to batch makeup).
             for batch in _chunks(list(zip(questions, keys, strict=True)), size):
-                todo = [(q, k) for q, k in batch if k not in done]
-                if not todo:
-                    continue
-                shown = [shown_image(source, q, config.candidate) for q, _ in todo]
-                requests = [
-                    replace(generate_request(q.prompt, image, config.max_tokens), image_id=name)
-                    for (q, _), (image, name) in zip(todo, shown, strict=True)
-                ]
-                completions = backend.complete(requests)
-                store.add_generations(
-                    {
-                        "key": k,
-                        "question_id": q.id,
-                        "variant": config.variant,
-                        "model": json.dumps(config.candidate.fingerprint(), sort_keys=True),
-                        "response": c.text,
-                        "error": c.error,
-                        "prompt_tokens": c.prompt_tokens,
-                        "completion_tokens": c.completion_tokens,
-                        "seconds": c.seconds,
-                        # Kept apart: the judge reads the response only.
-                        "reasoning": c.reasoning,
-                        "reasoning_unclosed": c.reasoning_unclosed,
-                    }
-                    for (q, k), c in zip(todo, completions, strict=True)
-                )
-                report.add(completions)
-                report.failed += sum(c.error is not None for c in completions)
-                report.done_now += sum(c.error is None for c in completions)
-                bar.update(len(todo))
+                todo = [k for _, k in batch if k not in done and k not in batched]
+                if todo:
+                    asked_now(todo)
     finally:
         report.seconds = time.perf_counter() - started
         backend.close()
     echo(report.line("answers"))
     _echo_unclosed(store.generations(keys).values(), echo)
     return report
+
+
+def in_batches(
+    config: RunConfig,
+    backend: Backend,
+    store: RunStore,
+    stage: str,
+    model: str,
+    constraint: Any,
+    keys: Sequence[str],
+    request_for: Callable[[str], ChatRequest],
+    store_answers: Callable[[dict[str, Completion], str | None, int], list[str]],
+    sync: Callable[[list[str]], None],
+    echo: Echo,
+) -> set[str]:
+    """The keys answered through provider batches (:mod:`gamut_hf.evaluation.batches`): those of
+    the stage's batches sent earlier, waited on again (with ``--batch`` or without: nothing is paid
+    twice), and with ``--batch`` every key of ``keys``. The rest are the stage's to ask synchronously."""
+    if config.batch is None and not store.batches(stage, model, open_only=True):
+        return set()
+    from gamut_hf.evaluation.batches import StageBatches
+
+    batches = StageBatches(
+        backend, store, stage=stage, model=model, constraint=constraint, mode=config.batch, echo=echo
+    )
+    handled = batches.reattach()
+    new = [key for key in keys if key not in handled] if config.batch is not None else []
+    batches.send(new, request_for)
+    outcome = batches.wait(store_answers, request_for, sync)
+    if outcome.submitted or outcome.reattached:
+        echo(
+            f"{stage}: {outcome.submitted} batches sent, {outcome.reattached} sent earlier; "
+            f"{outcome.answered} requests answered in batches"
+            + (f", {outcome.unanswered} unanswered (rerun to ask again)" if outcome.unanswered else "")
+        )
+    return handled | set(new)
 
 
 def _echo_unclosed(generations: Iterable[StoredGeneration], echo: Echo) -> None:
@@ -313,38 +367,64 @@ def judge(
     size = config.judge_batch_size or config.batch_size or backend.default_batch_size
     constraint = judge_constraint(config.rationale)
     judge_name = json.dumps(config.judge.fingerprint(), sort_keys=True)
+    by_key = {job.key: job for job in jobs}
+    shown: dict[str, tuple[Any, str | None]] = {}  # the photo of the question being asked
+
+    def request_for(key: str) -> ChatRequest:
+        job = by_key[key]
+        if job.question.id not in shown:  # each question's photo fetched and downscaled once
+            shown.clear()
+            shown[job.question.id] = shown_image(source, job.question, config.judge)
+        image, name = shown[job.question.id]
+        request = judge_request(
+            job.question.prompt, image, job.generation.response, job.check, rationale=config.rationale
+        )
+        return replace(request, prefix_key=job.generation.key, image_id=name)
+
     errors = 0
+
+    def store_rows(rows: list[dict[str, Any]], failed: int) -> None:
+        nonlocal errors
+        for row in rows:
+            row["judge"] = judge_name
+        store.add_verdicts(rows)
+        errors += sum(row["verdict"] == "error" for row in rows)
+        report.failed += failed
+        report.done_now += len(rows)
+        bar.update(len(rows) + failed)
+
+    def in_batch(answers: dict[str, Completion], batch_id: str | None, attempt: int) -> list[str]:
+        """A batch's verdicts stored; those that cannot be read yet, asked again while retries last."""
+        rows, again, failed = [], [], 0
+        for key, completion in answers.items():
+            if key not in by_key:  # another selection's: not this run's
+                continue
+            report.add([completion])
+            unreadable = completion.error is None and parse_verdict(completion.text).verdict is None
+            if unreadable and attempt <= config.judge_retries:
+                again.append(key)
+            elif (row := _verdict_row(by_key[key], completion, attempt)) is None:
+                failed += 1
+            else:
+                rows.append({**row, "batch_id": batch_id})
+        store_rows(rows, failed)
+        return again
+
+    def asked_now(left: list[str]) -> None:
+        batch = [by_key[key] for key in left]
+        store_rows(
+            *_judge_batch(backend, batch, [request_for(k) for k in left], constraint, config.judge_retries, report)
+        )
+
     started = time.perf_counter()
     try:
         with tqdm(total=len(jobs), desc=stage, unit="check", dynamic_ncols=True) as bar:
-            for batch in _question_batches(jobs, size):
-                # Each question's photo fetched and downscaled once, for all of its checks.
-                shown = {
-                    q.id: shown_image(source, q, config.judge)
-                    for q in {job.question.id: job.question for job in batch}.values()
-                }
-                requests = [
-                    replace(
-                        judge_request(
-                            job.question.prompt,
-                            shown[job.question.id][0],
-                            job.generation.response,
-                            job.check,
-                            rationale=config.rationale,
-                        ),
-                        prefix_key=job.generation.key,
-                        image_id=shown[job.question.id][1],
-                    )
-                    for job in batch
-                ]
-                rows, failed = _judge_batch(backend, batch, requests, constraint, config.judge_retries, report)
-                for row in rows:
-                    row["judge"] = judge_name
-                store.add_verdicts(rows)
-                errors += sum(row["verdict"] == "error" for row in rows)
-                report.failed += failed
-                report.done_now += len(rows)
-                bar.update(len(batch))
+            batched = in_batches(
+                config, backend, store, stage, judge_name, constraint, list(by_key), request_for, in_batch, asked_now,
+                echo,
+            )  # fmt: skip
+            for batch in _question_batches([job for job in jobs if job.key not in batched], size):
+                asked_now([job.key for job in batch])
     finally:
         report.seconds = time.perf_counter() - started
         if shared is None:
@@ -430,32 +510,32 @@ def _judge_batch(
     errors after the backend's own retries): those are not stored, so a rerun asks again.
     """
     outcomes = complete_verdicts(backend, requests, constraint, retries, report)
-    rows, failed = [], 0
-    for i, job in enumerate(batch):
-        completion, attempts = outcomes[i]
-        if completion.error is not None:
-            failed += 1
-            continue
-        parsed = parse_verdict(completion.text)
-        rows.append(
-            {
-                "key": job.key,
-                "generation_key": job.generation.key,
-                "question_id": job.question.id,
-                "check_id": job.check.id,
-                "verdict": parsed.verdict or "error",
-                "rationale": parsed.rationale,
-                "raw": completion.text,
-                "attempts": attempts,
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "cached_tokens": completion.cached_tokens,
-                "seconds": completion.seconds,
-                # Each verdict's probability where the judge's backend gives them (not for a rationale).
-                "probabilities": completion.option_probabilities if parsed.verdict else None,
-            }
-        )
-    return rows, failed
+    rows = [row for job, (c, attempts) in zip(batch, outcomes, strict=True) if (row := _verdict_row(job, c, attempts))]
+    return rows, len(batch) - len(rows)
+
+
+def _verdict_row(job: JudgeJob, completion: Completion, attempts: int) -> dict[str, Any] | None:
+    """The verdict to store from a judge's last answer (an unreadable one as ``error``); None for a
+    request that failed outright, which is not stored (a rerun asks again)."""
+    if completion.error is not None:
+        return None
+    parsed = parse_verdict(completion.text)
+    return {
+        "key": job.key,
+        "generation_key": job.generation.key,
+        "question_id": job.question.id,
+        "check_id": job.check.id,
+        "verdict": parsed.verdict or "error",
+        "rationale": parsed.rationale,
+        "raw": completion.text,
+        "attempts": attempts,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "cached_tokens": completion.cached_tokens,
+        "seconds": completion.seconds,
+        # Each verdict's probability where the judge's backend gives them (not for a rationale).
+        "probabilities": completion.option_probabilities if parsed.verdict else None,
+    }
 
 
 # -- stage 3: score --------------------------------------------------------------------------

@@ -64,6 +64,20 @@ CREATE TABLE IF NOT EXISTS questions (
     PRIMARY KEY (question_id, variant)
 );
 CREATE TABLE IF NOT EXISTS run_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (
+    tag TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    model TEXT NOT NULL,
+    batch_id TEXT,
+    state TEXT NOT NULL,
+    custom_ids TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    resubmission INTEGER NOT NULL,
+    message TEXT,
+    session TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL
+);
 """
 
 # Columns added since the first stores: a store made before gets them on opening (old rows
@@ -71,15 +85,21 @@ CREATE TABLE IF NOT EXISTS run_info (name TEXT PRIMARY KEY, value TEXT NOT NULL)
 # response, which is what the judge reads; reasoning_unclosed marks a reasoning cut by
 # max_tokens, which left the response empty. A verdict's probabilities (a JSON object: each
 # verdict's probability at the verdict's position) are kept where the judge's backend gives them.
+# ``batch_id``: the provider batch that answered a row (None: asked synchronously), priced at the batch rate.
 ADDED_COLUMNS = {
-    "generations": (("reasoning", "TEXT"), ("reasoning_unclosed", "INTEGER NOT NULL DEFAULT 0")),
-    "verdicts": (("probabilities", "TEXT"),),
+    "generations": (
+        ("reasoning", "TEXT"),
+        ("reasoning_unclosed", "INTEGER NOT NULL DEFAULT 0"),
+        ("batch_id", "TEXT"),
+    ),
+    "verdicts": (("probabilities", "TEXT"), ("batch_id", "TEXT")),
 }
 
 
 VERDICT_COLUMNS = (
     "key", "generation_key", "question_id", "check_id", "judge", "verdict", "rationale", "raw", "attempts",
     "prompt_tokens", "completion_tokens", "cached_tokens", "seconds", "session", "created_at", "probabilities",
+    "batch_id",
 )  # fmt: skip
 
 
@@ -121,6 +141,7 @@ class StoredGeneration:
     seconds: float | None = None
     reasoning: str | None = None  # never shown to the judge
     reasoning_unclosed: bool = False  # the reasoning never closed: response is ""
+    batch_id: str | None = None  # the provider batch that answered it; None: asked synchronously
 
 
 @dataclass(frozen=True)
@@ -138,6 +159,7 @@ class StoredVerdict:
     cached_tokens: int | None = None
     seconds: float | None = None
     probabilities: dict[str, float] | None = None  # each verdict's, where the judge's backend gave them
+    batch_id: str | None = None  # the provider batch that answered it; None: asked synchronously
 
 
 @dataclass(frozen=True)
@@ -150,6 +172,32 @@ class StoredQuestion:
     prompt: str
     image_sha: str | None
     checks: str  # the binary rubric as a JSON array
+
+
+# A batch still to wait on: being submitted (its provider id not yet known) or submitted.
+OPEN_BATCH_STATES = ("submitting", "running")
+
+
+@dataclass(frozen=True)
+class StoredBatch:
+    """A provider batch of one stage, in the store before anyone waits on it (nothing is paid twice).
+
+    ``state``: submitting (its id not yet back: a cut-off submission is looked for by ``tag``),
+    running, then collected once its answers are stored, or failed / expired / cancelled (its
+    answers stored, the rest asked again), abandoned (never created), forgotten (unknown to the
+    provider, given up with --batch-forget-unknown)."""
+
+    tag: str  # this project's name of the submission (the provider's metadata where it keeps any)
+    provider: str
+    endpoint: str
+    stage: str
+    model: str  # the fingerprint of the model answering, as the stage's rows name it
+    batch_id: str | None
+    state: str
+    custom_ids: tuple[str, ...]  # the row keys it answers
+    attempt: int  # the answer attempt of its requests (an unreadable verdict is asked again)
+    resubmission: int  # 1: it asks again what an expired or failed batch left unanswered
+    message: str | None = None
 
 
 class StoreConflict(GamutError, ValueError):
@@ -314,13 +362,13 @@ class RunStore:
     def generations(self, keys: Iterable[str]) -> dict[str, StoredGeneration]:
         rows = self._where_key_in(
             "SELECT key, question_id, response, error, prompt_tokens, completion_tokens, seconds, reasoning,"
-            " reasoning_unclosed FROM generations WHERE",
+            " reasoning_unclosed, batch_id FROM generations WHERE",
             keys,
         )
         generations = {}
-        for key, question_id, response, error, prompt, completion, seconds, reasoning, unclosed in rows:
+        for key, question_id, response, error, prompt, completion, seconds, reasoning, unclosed, batch in rows:
             generations[key] = StoredGeneration(
-                key, question_id, response, error, prompt, completion, seconds, reasoning, bool(unclosed)
+                key, question_id, response, error, prompt, completion, seconds, reasoning, bool(unclosed), batch
             )
         return generations
 
@@ -330,11 +378,18 @@ class RunStore:
             self.db.execute("BEGIN")
             self.db.executemany(
                 "INSERT OR REPLACE INTO generations (key, question_id, variant, model, response, error, prompt_tokens,"
-                " completion_tokens, seconds, session, created_at, reasoning, reasoning_unclosed) VALUES (:key,"
-                " :question_id, :variant, :model, :response, :error, :prompt_tokens, :completion_tokens, :seconds,"
-                " :session, :created_at, :reasoning, :reasoning_unclosed)",
+                " completion_tokens, seconds, session, created_at, reasoning, reasoning_unclosed, batch_id) VALUES"
+                " (:key, :question_id, :variant, :model, :response, :error, :prompt_tokens, :completion_tokens,"
+                " :seconds, :session, :created_at, :reasoning, :reasoning_unclosed, :batch_id)",
                 [
-                    {"session": self.session, "created_at": now, "reasoning": None, "reasoning_unclosed": False, **row}
+                    {
+                        "session": self.session,
+                        "created_at": now,
+                        "reasoning": None,
+                        "reasoning_unclosed": False,
+                        "batch_id": None,
+                        **row,
+                    }
                     for row in rows
                 ],
             )
@@ -344,10 +399,13 @@ class RunStore:
     def verdicts(self, keys: Iterable[str]) -> dict[str, StoredVerdict]:
         rows = self._where_key_in(
             "SELECT key, generation_key, question_id, check_id, verdict, rationale, raw, attempts, prompt_tokens,"
-            " completion_tokens, cached_tokens, seconds, probabilities FROM verdicts WHERE",
+            " completion_tokens, cached_tokens, seconds, probabilities, batch_id FROM verdicts WHERE",
             keys,
         )
-        return {row[0]: replace(StoredVerdict(*row[:-1]), probabilities=_probabilities(row[-1])) for row in rows}
+        return {
+            row[0]: replace(StoredVerdict(*row[:-2]), probabilities=_probabilities(row[-2]), batch_id=row[-1])
+            for row in rows
+        }
 
     def add_verdicts(self, rows: Iterable[dict[str, Any]]) -> None:
         now = time.time()
@@ -360,6 +418,7 @@ class RunStore:
                     {
                         "session": self.session,
                         "created_at": now,
+                        "batch_id": None,
                         **row,
                         "probabilities": _probabilities_text(row.get("probabilities")),
                     }
@@ -374,6 +433,65 @@ class RunStore:
             self.db.execute("BEGIN")
             self.db.executemany("DELETE FROM verdicts WHERE key = ?", [(k,) for k in errors])
         return len(errors)
+
+    # -- provider batches -----------------------------------------------------------------
+
+    def add_batch(self, batch: StoredBatch) -> None:
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    batch.tag, batch.provider, batch.endpoint, batch.stage, batch.model, batch.batch_id, batch.state,
+                    json.dumps(list(batch.custom_ids)), batch.attempt, batch.resubmission, batch.message,
+                    self.session, now, now,
+                ),
+            )  # fmt: skip
+
+    def update_batch(self, tag: str, **fields: Any) -> None:
+        """Set a stored batch's ``batch_id``, ``state`` or ``message``."""
+        assert set(fields) <= {"batch_id", "state", "message"}, fields
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                f"UPDATE batches SET {assignments}, updated_at = ? WHERE tag = ?", (*fields.values(), time.time(), tag)
+            )
+
+    def batches(
+        self, stage: str | None = None, model: str | None = None, *, open_only: bool = False
+    ) -> list[StoredBatch]:
+        """The stored batches (of one stage and model; only those still to wait on), oldest first."""
+        sql = (
+            "SELECT tag, provider, endpoint, stage, model, batch_id, state, custom_ids, attempt, resubmission, message"
+            " FROM batches WHERE 1"
+        )
+        parameters: list[Any] = []
+        for column, value in (("stage", stage), ("model", model)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                parameters.append(value)
+        if open_only:
+            sql += f" AND state IN ({', '.join('?' * len(OPEN_BATCH_STATES))})"
+            parameters.extend(OPEN_BATCH_STATES)
+        rows = self.db.execute(sql + " ORDER BY created_at, rowid", parameters)
+        return [
+            StoredBatch(
+                tag,
+                provider,
+                endpoint,
+                stage_,
+                model_,
+                batch_id,
+                state,
+                tuple(json.loads(keys)),
+                attempt,
+                again,
+                message,
+            )
+            for tag, provider, endpoint, stage_, model_, batch_id, state, keys, attempt, again, message in rows
+        ]
 
     # -- usage and merging ----------------------------------------------------------------
 
