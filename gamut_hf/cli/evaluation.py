@@ -78,6 +78,7 @@ def _audit_first(options: dict[str, Any]) -> tuple[bool, Path | None, int | None
 
 def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     from gamut_hf.evaluation.config import (
+        check_batch,
         inherited_settings,
         resolve_run_config,
         stored_run_config,
@@ -96,6 +97,7 @@ def _pipeline(stages: tuple[str, ...], options: dict[str, Any]) -> None:
     given = run_options(options)
     stored = stored_run_config(options["out"], claim=not dry_run)
     config = resolve_run_config(given, stored)
+    check_batch(config, stages)
     if stored is not None and (inherited := inherited_settings(given, config)):
         # Said every time: a selection taken silently from an earlier run is easy to miss.
         hint = "; --all for every question" if inherited.keys() & {"limit", "question_ids", "shard"} else ""

@@ -317,6 +317,22 @@ def _batch_mode(options: Mapping[str, Any]) -> BatchMode | None:
     return BatchMode(**given)
 
 
+def check_batch(config: RunConfig, stages: Sequence[str]) -> None:
+    """--batch goes to a provider's batch API: every model the stages ask must be behind the openai backend."""
+    if config.batch is None:
+        return
+    asked = [("--model", config.candidate)] if "generate" in stages else []
+    asked += [("--judge", judge) for judge in config.judges] if "judge" in stages else []
+    for flag, spec in asked:
+        if spec.backend != "openai":
+            raise InputError(
+                f"--batch: {flag} {spec.name} runs on the {spec.backend} backend, which has no batch API "
+                "(the openai backend has: OpenAI's Batch API, Anthropic's Message Batches)"
+            )
+    if config.escalation is not None and "judge" in stages and config.escalation.judge.backend != "openai":
+        raise InputError(f"--batch: --escalate-judge {config.escalation.judge.name} has no batch API (not openai)")
+
+
 def _check_panel(config: RunConfig) -> None:
     """A panel's judges differ, and escalation takes one judge."""
     check_distinct_judges(config.judges)

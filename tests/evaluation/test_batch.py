@@ -1,0 +1,251 @@
+"""`gamut run --batch`: provider batch APIs, with nothing paid twice.
+
+The hosted batch APIs are the boundary: local fakes of OpenAI's Batch API and Anthropic's Message
+Batches (tests/fake_batch_api.py) count every submission of every request, and misbehave on cue.
+The request file itself is checked against a real engine: `vllm run-batch` on SmolLM2 answers it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import error_lines
+from fake_batch_api import FakeAnthropicBatches, FakeOpenAIBatches
+from fake_endpoint import user_text
+from scripted_api import is_judging, scripted
+
+ANTHROPIC = ["--model-option", "batch_api=anthropic", "--judge-option", "batch_api=anthropic"]
+PROVIDERS = {"openai": (FakeOpenAIBatches, []), "anthropic": (FakeAnthropicBatches, ANTHROPIC)}
+CHECKS_OF_TWO = 42  # the checks of the sample's first two questions
+
+
+def run_args(out, url: str, *extra: str) -> list[str]:
+    return [
+        "run", "--out", str(out), "--model", "good-model", "--backend", "openai", "--base-url", url,
+        "--judge", "strict-judge", "--judge-backend", "openai", "--judge-base-url", url,
+        "--limit", "2", "--variant", "text_only", *extra,
+    ]  # fmt: skip
+
+
+BATCH = ["--batch", "--batch-poll", "0.05"]
+
+
+@pytest.fixture(params=sorted(PROVIDERS))
+def provider(request):
+    kind, extra = PROVIDERS[request.param]
+    fake = kind(scripted)
+    yield fake, extra
+    fake.stop()
+
+
+def stored_batches(out) -> list[tuple]:
+    with sqlite3.connect(f"file:{out}/store.sqlite?mode=ro", uri=True) as db:
+        return db.execute("SELECT stage, batch_id, state FROM batches ORDER BY created_at").fetchall()
+
+
+def test_a_batch_run_scores_as_a_synchronous_one_with_one_submission_per_request(
+    gamut, tmp_path, provider, scripted_endpoint
+):
+    fake, extra = provider
+    sync = gamut(*run_args(tmp_path / "sync", scripted_endpoint.url))
+    batched = gamut(*run_args(tmp_path / "batch", fake.url, *BATCH, *extra))
+    assert sync.code == 0 and batched.code == 0, batched.err
+    scores = [
+        json.loads((tmp_path / name / "results.json").read_text())["score"]["gamut"] for name in ("sync", "batch")
+    ]
+    assert scores[0] == scores[1]
+    assert len(fake.submissions) == 2 + CHECKS_OF_TWO and set(fake.submissions.values()) == {1}
+    assert [(stage, state) for stage, _, state in stored_batches(tmp_path / "batch")] == [
+        ("generate", "collected"),
+        ("judge", "collected"),
+    ]
+    # A rerun asks nothing: every answer and verdict is stored.
+    again = gamut(*run_args(tmp_path / "batch", fake.url, *BATCH, *extra))
+    assert again.code == 0 and fake.created() == 2 and set(fake.submissions.values()) == {1}
+
+
+def test_a_killed_batch_run_waits_on_its_batch_again_instead_of_sending_it_again(tmp_path, provider, gamut):
+    fake, extra = provider
+    out = tmp_path / "run"
+    fake.held.set()  # the batch stays in progress while the client is killed
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gamut_hf", *run_args(out, fake.url, *BATCH, *extra)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ((out / "store.sqlite").exists() and any(b[1] for b in _batches_or_none(out))):
+            assert process.poll() is None and time.monotonic() < deadline, "the batch was never stored"
+            time.sleep(0.1)
+        time.sleep(0.3)  # polling now
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert [(stage, state) for stage, _, state in stored_batches(out)] == [("generate", "running")]
+    fake.held.clear()
+    again = gamut(*run_args(out, fake.url, *BATCH, *extra))
+    assert again.code == 0, again.err
+    assert "generate: waiting on 1 batches sent earlier (2 requests)" in again.err
+    assert len(fake.submissions) == 2 + CHECKS_OF_TWO and set(fake.submissions.values()) == {1}
+    assert json.loads((out / "results.json").read_text())["unfinished_checks"] == 0
+
+
+def _batches_or_none(out) -> list[tuple]:
+    try:
+        return stored_batches(out)
+    except sqlite3.Error:  # the store is being made
+        return []
+
+
+@pytest.fixture
+def openai_batches():
+    fake = FakeOpenAIBatches(scripted)
+    yield fake
+    fake.stop()
+
+
+def test_a_failed_batch_is_sent_once_more_and_an_expired_ones_unanswered_half_likewise(gamut, tmp_path, openai_batches):
+    fake = openai_batches
+    fake.behaviours = ["fail", "complete", "expire"]  # generation fails, then the judge's batch expires half-answered
+    done = gamut(*run_args(tmp_path / "run", fake.url, *BATCH))
+    assert done.code == 0, done.err
+    assert "failed (the batch failed) with 2 requests unanswered: sent once more" in done.err
+    assert f"expired with {CHECKS_OF_TWO - CHECKS_OF_TWO // 2} requests unanswered: sent once more" in done.err
+    counts = sorted(fake.submissions.values())
+    # Failed and expired batches are not billed for what they left unanswered: only those went again.
+    assert counts.count(2) == 2 + CHECKS_OF_TWO - CHECKS_OF_TWO // 2 and counts.count(1) == CHECKS_OF_TWO // 2
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["unfinished_checks"] == 0
+
+
+def test_with_fallback_sync_a_failed_batchs_requests_are_asked_synchronously(gamut, tmp_path, openai_batches):
+    fake = openai_batches
+    fake.behaviours = ["fail"]
+    done = gamut(*run_args(tmp_path / "run", fake.url, *BATCH, "--batch-fallback", "sync"))
+    assert done.code == 0, done.err
+    assert "with 2 requests unanswered: asked synchronously" in done.err
+    assert fake.sync_calls == 2 and fake.created() == 2  # the failed generation batch, then the judge's
+
+
+def test_answers_out_of_order_a_duplicated_line_an_error_line_and_an_upload_500(gamut, tmp_path, openai_batches):
+    fake = openai_batches
+    fake.reverse = fake.duplicate = True
+    fake.upload_faults = [500]  # the client's retry uploads again
+    first = None
+
+    def refuse(line):  # the first question's answer is refused by the provider
+        nonlocal first
+        if is_judging(line["body"]):
+            return False
+        first = first or user_text(line["body"])
+        return user_text(line["body"]) == first
+
+    fake.refuse = refuse
+    out = tmp_path / "run"
+    done = gamut(*run_args(out, fake.url, *BATCH))
+    assert done.code == 0, done.err
+    responses = pq.read_table(out / "responses.parquet").to_pylist()
+    refused = [r for r in responses if r["error"]]
+    assert len(refused) == 1 and "HTTP 400: the request was refused" in refused[0]["error"]
+    details = pq.read_table(out / "details.parquet").to_pylist()
+    answered = [d for d in details if d["question_id"] != refused[0]["question_id"]]
+    assert answered and all(d["verdict"] is not None for d in answered)
+    assert set(fake.submissions.values()) == {1}
+
+
+def test_a_batch_the_provider_no_longer_knows_is_one_line_and_loses_nothing(gamut, tmp_path, openai_batches):
+    fake = openai_batches
+    out = tmp_path / "run"
+    assert gamut(*run_args(out, fake.url, "--batch-poll", "0.05", "--batch")).code == 0
+    before = (out / "results.json").read_bytes()
+    # A judge run of another judge is cut off with its batch in flight; the provider then forgets it.
+    fake.held.set()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gamut_hf", *run_args(out, fake.url, *BATCH, "--judge", "lenient-judge")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len([b for b in stored_batches(out) if b[1]]) < 3:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    lost = stored_batches(out)[-1][1]
+    del fake.batches[lost]
+    fake.held.clear()
+    refused = gamut(*run_args(out, fake.url, *BATCH, "--judge", "lenient-judge"))
+    assert refused.code == 2, refused.err
+    line = error_lines(refused.err)[-1]
+    assert line.startswith("gamut: ") and f"batch {lost} is unknown to {fake.url}" in line, line
+    assert "--batch-forget-unknown" in line
+    assert (out / "results.json").read_bytes() == before and len(stored_batches(out)) == 3
+    forgotten = gamut(*run_args(out, fake.url, *BATCH, "--judge", "lenient-judge", "--batch-forget-unknown"))
+    assert forgotten.code == 0, forgotten.err
+    assert [state for _, _, state in stored_batches(out)] == ["collected", "collected", "forgotten", "collected"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([], "--batch: --model smollm2-135m runs on the transformers backend, which has no batch API"),
+        (["--batch-fallback", "sync"], None),
+    ],
+)
+def test_batch_without_a_batch_api_or_its_settings_without_batch_are_one_line(gamut, tmp_path, extra, message):
+    out = tmp_path / "run"
+    args = ["run", "--out", out, "--limit", "1", *(["--batch", *extra] if message else extra)]
+    refused = gamut(*args)
+    assert refused.code == 2, refused.err
+    line = error_lines(refused.err)[-1]
+    assert line.startswith("gamut: ") and (message or "--batch-fallback goes with --batch") in line, line
+    assert not out.exists()
+
+
+def test_vllm_run_batch_answers_the_projects_request_file_and_its_output_is_stored(gamut, tmp_path, scripted_endpoint):
+    """`vllm run-batch` on SmolLM2 reads the judge stage's request file (what the fake's upload
+    holds) and its output file is read back into the store by the same code as OpenAI's."""
+    from vllm_support import CPU_GPU_MEMORY_UTILIZATION, SERVED_MODEL_NAME, on_cpu, require_vllm
+
+    require_vllm()
+    from gamut_hf.backends.models import resolve_model
+
+    def vllm_run_batch(source, target):
+        command = [
+            sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(source), "-o", str(target),
+            "--model", str(resolve_model("smollm2-135m")), "--served-model-name", SERVED_MODEL_NAME,
+            "--max-model-len", "4096", "--enforce-eager",
+        ]  # fmt: skip
+        if on_cpu():
+            command += ["--gpu-memory-utilization", str(CPU_GPU_MEMORY_UTILIZATION)]
+        subprocess.run(command, check=True, capture_output=True, timeout=900)
+
+    fake = FakeOpenAIBatches(scripted, runner=vllm_run_batch, folder=tmp_path)
+    try:
+        out = tmp_path / "run"
+        answers = ["--model", "good-model", "--backend", "openai", "--base-url", scripted_endpoint.url]
+        assert gamut("generate", "--out", out, *answers, "--limit", "1", "--variant", "text_only").code == 0
+        judged = gamut(
+            "judge", "--out", out, "--judge", SERVED_MODEL_NAME, "--judge-backend", "openai",
+            "--judge-base-url", fake.url, *BATCH, timeout=1200,
+        )  # fmt: skip
+        assert judged.code == 0, judged.err
+    finally:
+        fake.stop()
+    request_file = next(tmp_path.glob("batch_*-in.jsonl"))
+    lines = [json.loads(raw) for raw in request_file.read_text().splitlines()]
+    assert lines and all(line["url"] == "/v1/chat/completions" and line["body"]["response_format"] for line in lines)
+    details = pq.read_table(out / "details.parquet").to_pylist()
+    assert len(details) == len(lines) and all(d["verdict"] for d in details)
+    assert sum(d["verdict"] != "error" for d in details) >= len(details) // 2  # the schema held SmolLM2 to a verdict
+    assert [(stage, state) for stage, _, state in stored_batches(out)] == [("judge", "collected")]
