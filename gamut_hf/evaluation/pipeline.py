@@ -544,7 +544,7 @@ def _verdict_row(job: JudgeJob, completion: Completion, attempts: int) -> dict[s
 def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
     prompt = sum(r.prompt_tokens or 0 for r in rows)
     cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
-    return {
+    usage = {
         "calls": len(rows),
         "prompt_tokens": prompt,
         "completion_tokens": sum(r.completion_tokens or 0 for r in rows),
@@ -552,6 +552,15 @@ def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]
         "cached_tokens": cached,
         "cached_share": round(cached / prompt, 4) if prompt else 0.0,
     }
+    batched = [r for r in rows if r.batch_id is not None]
+    if batched:  # answered in provider batches: priced at the batch rate
+        usage.update(
+            batched_calls=len(batched),
+            batched_prompt_tokens=sum(r.prompt_tokens or 0 for r in batched),
+            batched_completion_tokens=sum(r.completion_tokens or 0 for r in batched),
+            batched_cached_tokens=sum(getattr(r, "cached_tokens", 0) or 0 for r in batched),
+        )
+    return usage
 
 
 @dataclass

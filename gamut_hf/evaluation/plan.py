@@ -98,6 +98,8 @@ def plan_run(
     error) by their key, and the keys of the verdicts already stored."""
     from gamut_hf.evaluation.pipeline import generation_key
 
+    if config.batch is not None:  # --batch: every price at the provider's batch rate
+        prices = {role: None if price is None else price.batched() for role, price in prices.items()}
     questions = source.questions
     answers, judged = stored()
     plans = []
@@ -220,7 +222,8 @@ def plan_lines(plan: RunPlan, config: RunConfig) -> list[str]:
         )
     costs = [stage.cost for stage in plan.stages if stage.cost is not None]
     if costs:
-        lines.append(f"total cost: ${sum(costs):,.2f} (retries of failed requests not counted)")
+        rate = " at the provider's batch rate" if config.batch is not None else ""
+        lines.append(f"total cost: ${sum(costs):,.2f}{rate} (retries of failed requests not counted)")
     lines.append(
         "tokens counted with " + "; ".join(plan.rules) + ". A judge prompt is counted in its parts (what a "
         f"question's checks share, then each check); an answer not yet generated at --max-tokens "

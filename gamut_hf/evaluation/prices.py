@@ -36,6 +36,9 @@ PRICE_FLAG: dict[str, str] = {
 DATED_RELEASE = re.compile(r"(-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-latest)?")
 
 
+BATCH_SHARE = 0.5
+
+
 class Price(BaseModel):
     """US dollars per million tokens: sent (prompt), received (output) and, where the provider
     bills them apart, prompt tokens read from its prompt cache."""
@@ -43,12 +46,25 @@ class Price(BaseModel):
     prompt: float = Field(ge=0)
     output: float = Field(ge=0)
     cached_prompt: float | None = Field(None, ge=0)
+    # The share of the price a provider batch pays (OpenAI's, Anthropic's and Google's are half).
+    batch: float = Field(BATCH_SHARE, gt=0, le=1)
     source: str = Field("given", description="where the price comes from: a flag, or the table and its date")
 
     def cost(self, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         cached = min(cached_tokens, prompt_tokens) if self.cached_prompt is not None else 0
         fresh = prompt_tokens - cached
         return (fresh * self.prompt + cached * (self.cached_prompt or 0.0) + output_tokens * self.output) / 1e6
+
+    def batched(self) -> Price:
+        """This price at the provider's batch rate."""
+        return self.model_copy(
+            update={
+                "prompt": self.prompt * self.batch,
+                "output": self.output * self.batch,
+                "cached_prompt": None if self.cached_prompt is None else self.cached_prompt * self.batch,
+                "source": f"{self.source}, at the batch rate (x{self.batch:g})",
+            }
+        )
 
     def per_million(self) -> str:
         return f"${self.prompt:g}/${self.output:g} per M tokens"
@@ -146,6 +162,12 @@ def stage_costs(
             int(tokens.get("completion_tokens", 0)),
             int(tokens.get("cached_tokens", 0)),
         )
+        # Calls answered in a provider batch pay its share of the price (usage's batched_* tokens).
+        usd -= (1 - price.batch) * price.cost(
+            int(tokens.get("batched_prompt_tokens", 0)),
+            int(tokens.get("batched_completion_tokens", 0)),
+            int(tokens.get("batched_cached_tokens", 0)),
+        )
         costs[stage] = StageCost(price=price, usd=round(usd, 6))
     return costs
 
@@ -155,13 +177,19 @@ def cost_line(costs: dict[str, StageCost], usage: dict[str, dict[str, int | floa
     if not costs:
         return None
     parts = [
-        f"{stage} ${cost.usd:,.4f} ({cost.price.per_million()}, {cost.price.source})" for stage, cost in costs.items()
+        f"{stage} ${cost.usd:,.4f} ({cost.price.per_million()}, {cost.price.source}{_batched(usage.get(stage), cost)})"
+        for stage, cost in costs.items()
     ]
     total = sum(cost.usd for cost in costs.values())
     stages = [stage for stage in usage if stage not in ("judge",) or not any(s.startswith("judge ") for s in usage)]
     unpriced = [stage for stage in stages if stage not in costs and usage.get(stage, {}).get("calls")]
     rest = f"; {' and '.join(unpriced)} not priced (no price given)" if unpriced else ""
     return f"cost ${total:,.4f}: " + " + ".join(parts) + rest
+
+
+def _batched(tokens: dict[str, int | float] | None, cost: StageCost) -> str:
+    calls = int((tokens or {}).get("batched_calls", 0))
+    return f"; {calls} calls in provider batches at x{cost.price.batch:g}" if calls else ""
 
 
 def shown_cost(usd: float | None) -> str:

@@ -249,3 +249,31 @@ def test_vllm_run_batch_answers_the_projects_request_file_and_its_output_is_stor
     assert len(details) == len(lines) and all(d["verdict"] for d in details)
     assert sum(d["verdict"] != "error" for d in details) >= len(details) // 2  # the schema held SmolLM2 to a verdict
     assert [(stage, state) for stage, _, state in stored_batches(out)] == [("judge", "collected")]
+
+
+def test_a_batch_run_costs_the_batch_rate_and_its_dry_run_says_so(gamut, tmp_path, openai_batches, scripted_endpoint):
+    prices = ["--model-price", "2/8", "--judge-price", "1/4"]
+    sync, batch = tmp_path / "sync", tmp_path / "batch"
+    assert gamut(*run_args(sync, scripted_endpoint.url, *prices)).code == 0
+    done = gamut(*run_args(batch, openai_batches.url, *BATCH, *prices))
+    assert done.code == 0, done.err
+    results = json.loads((batch / "results.json").read_text())
+    for stage, (prompt, output) in {"generation": (2, 8), "judge": (1, 4)}.items():
+        usage = results["usage"][stage]
+        assert usage["batched_calls"] == usage["calls"]
+        full = (usage["prompt_tokens"] * prompt + usage["completion_tokens"] * output) / 1e6
+        assert results["cost"][stage]["usd"] == pytest.approx(full / 2, abs=1e-6)
+    assert "calls in provider batches at x0.5" in done.out
+    assert "batched_calls" not in json.loads((sync / "results.json").read_text())["usage"]["judge"]
+    # The dry run of a new run prices it at the batch rate: half the synchronous estimate (dear
+    # prices, so that the printed cents tell the two apart).
+    prices = ["--model-price", "2000/8000", "--judge-price", "1000/4000"]
+    plans = [
+        gamut(*run_args(tmp_path / "new", openai_batches.url, *extra, *prices, "--dry-run")) for extra in ([], BATCH)
+    ]
+    totals = [
+        float(next(line for line in p.out.splitlines() if line.startswith("total cost")).split("$")[1].split()[0])
+        for p in plans
+    ]
+    assert totals[0] > 10 and totals[1] == pytest.approx(totals[0] / 2, abs=0.011)
+    assert "at the provider's batch rate" in plans[1].out

@@ -37,6 +37,7 @@ def test_an_api_run_is_priced_from_the_list_and_the_flag_and_a_rescore_keeps_it(
         "prompt": 2.5,
         "output": 10.0,
         "cached_prompt": 1.25,
+        "batch": 0.5,
         "source": f"list price of {price_table()[0]}",
     }
     assert cost["judge"]["price"]["source"] == "--judge-price" and cost["judge"]["price"]["prompt"] == 2
