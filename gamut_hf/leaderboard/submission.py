@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from gamut_hf.core.names import ModelAccess, Variant
-from gamut_hf.errors import GamutError
+from gamut_hf.errors import GamutError, field_path
 from gamut_hf.files import InputError, jsonl_lines, parse_json
 
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # 1,813 answers of ~10 KB each with room to spare
@@ -84,7 +84,7 @@ def parse_model_info(fields: dict) -> ModelInfo:
         return ModelInfo.model_validate(fields)
     except ValidationError as error:
         raise SubmissionError(
-            [f"model {'.'.join(map(str, e['loc'])) or 'card'}: {e['msg']}" for e in error.errors()]
+            [f"model {field_path(e['loc']) or 'card'}: {e['msg']}" for e in error.errors()]
         ) from None
 
 

@@ -113,6 +113,12 @@ def test_card_problems_come_with_file_problems():
     assert "line 1: unknown question_id 'zz'" in found
 
 
+def test_a_card_field_named_with_a_newline_is_named_on_one_line():
+    with pytest.raises(SubmissionError) as caught:
+        parse_model_info({**CARD, "\n": None})
+    assert caught.value.problems == ["model '\\n': Extra inputs are not permitted"]
+
+
 def test_storage_keys_are_safe_and_distinct():
     a = parse_model_info(CARD)
     b = parse_model_info({**CARD, "name": "acme/tiny-vl-7b"})
