@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_batch_api import FakeOpenAIBatches  # noqa: E402
 from fake_endpoint import FakeEndpoint  # noqa: E402
 from scripted_api import scripted  # noqa: E402
-from vllm_support import CPU_GPU_MEMORY_UTILIZATION, SERVED_MODEL_NAME, on_cpu, vllm_server  # noqa: E402
+from vllm_support import SERVED_MODEL_NAME, vllm_run_batch, vllm_server  # noqa: E402
 
 from gamut_hf.backends.models import resolve_model  # noqa: E402
 
@@ -38,17 +38,6 @@ def gamut(*args: str) -> tuple[float, str]:
     if done.returncode != 0:
         raise SystemExit(f"gamut {' '.join(args[:2])} failed:\n{done.stderr[-2000:]}")
     return time.perf_counter() - start, done.stderr
-
-
-def vllm_run_batch(source: Path, target: Path) -> None:
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(source), "-o", str(target),
-        "--model", str(resolve_model("smollm2-135m")), "--served-model-name", SERVED_MODEL_NAME,
-        "--max-model-len", "4096", "--enforce-eager",
-    ]  # fmt: skip
-    if on_cpu():
-        command += ["--gpu-memory-utilization", str(CPU_GPU_MEMORY_UTILIZATION)]
-    subprocess.run(command, check=True, capture_output=True)
 
 
 def judged(folder: Path) -> tuple[int, float | None]:

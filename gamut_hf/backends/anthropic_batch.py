@@ -36,12 +36,11 @@ class AnthropicBatch(BatchAPI):
         self.client = anthropic.Anthropic(
             api_key=backend.api_key, base_url=self.endpoint, timeout=backend.timeout, max_retries=backend.max_retries
         )
-        self._image: tuple[int, dict[str, Any]] | None = None
 
     def line(self, custom_id: str, request: ChatRequest, constraint: Constraint) -> dict[str, Any]:
         content: list[dict[str, Any]] = []
         if request.image is not None:
-            content.append(self._image_block(request.image))
+            content.append(self.encoded_image(request.image, _image_block))
         content.append({"type": "text", "text": request.user})
         params: dict[str, Any] = {
             "model": self.backend.model,
@@ -55,16 +54,6 @@ class AnthropicBatch(BatchAPI):
         if schema is not None:
             params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return {"custom_id": custom_id, "params": params}
-
-    def _image_block(self, image: Any) -> dict[str, Any]:
-        from gamut_hf.backends.openai_backend import image_part_for
-
-        if self._image is None or self._image[0] != id(image):
-            url = image_part_for(image)["image_url"]["url"]  # data:image/jpeg;base64,...
-            media_type, _, data = url.removeprefix("data:").partition(";base64,")
-            block = {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
-            self._image = (id(image), block)
-        return self._image[1]
 
     def submit(self, lines: Sequence[dict[str, Any]], tag: str) -> str:
         try:
@@ -133,6 +122,15 @@ class AnthropicBatch(BatchAPI):
             raise UnknownBatch(f"batch {batch_id} is unknown to {self.endpoint} ({_said(error)})") from None
         except anthropic.AnthropicError as error:
             raise BackendError(f"{self.endpoint}: batch {batch_id}: {_said(error)}") from None
+
+
+def _image_block(image: Any) -> dict[str, Any]:
+    """The image as a Messages API base64 image block."""
+    from gamut_hf.backends.openai_backend import image_part_for
+
+    url = image_part_for(image)["image_url"]["url"]  # data:image/jpeg;base64,...
+    media_type, _, data = url.removeprefix("data:").partition(";base64,")
+    return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
 
 
 def _schema(constraint: Constraint) -> dict[str, Any] | None:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from gamut_hf.backends.base import BackendError, ChatRequest, Completion, Constraint
+
+T = TypeVar("T")
 
 # How a submitted batch stands: still answering, or done in one of four ways. A failed, expired or
 # cancelled batch may still hold answers (an expired one holds those given before its window closed).
@@ -54,6 +56,13 @@ class BatchAPI(ABC):
 
     def __init__(self, endpoint: str):
         self.endpoint = endpoint
+        self._image: tuple[int, Any] | None = None
+
+    def encoded_image(self, image: Any, encode: Callable[[Any], T]) -> T:
+        """``encode(image)``, once for a run of requests showing the same image (a question's checks)."""
+        if self._image is None or self._image[0] != id(image):
+            self._image = (id(image), encode(image))
+        return self._image[1]
 
     @abstractmethod
     def line(self, custom_id: str, request: ChatRequest, constraint: Constraint) -> dict[str, Any]:

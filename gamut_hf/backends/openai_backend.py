@@ -390,18 +390,24 @@ def _is_loopback(url: str) -> bool:
 
 def _describe(error: Exception, endpoint: str, timeout: float) -> str:
     """One line naming the endpoint, the status (or kind of failure) and the message."""
+    line = f"{endpoint}: {failure_text(error, timeout)}"
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def failure_text(error: Exception, timeout: float) -> str:
+    """A failed call of the openai client as one line: the status and the server's message, or the
+    kind of failure (the synchronous calls' errors and the batch API's say it alike)."""
     if isinstance(error, openai.APIStatusError):
         body = error.body
         message = body.get("message") if isinstance(body, dict) else body
-        line = f"{endpoint}: HTTP {error.status_code}: {message or error.message}"
+        line = f"HTTP {error.status_code}: {message or error.message}"
     elif isinstance(error, openai.APITimeoutError):
-        line = f"{endpoint}: timed out (no answer within {timeout:g} s, after the client's retries)"
+        line = f"timed out (no answer within {timeout:g} s, after the client's retries)"
     elif isinstance(error, openai.APIConnectionError):
-        line = f"{endpoint}: connection error: {error.__cause__ or error.message}"
+        line = f"connection error: {error.__cause__ or error.message}"
     else:
-        line = f"{endpoint}: {type(error).__name__}: {error}"
-    line = " ".join(line.split())
-    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
+        line = f"{type(error).__name__}: {error}"
+    return " ".join(line.split())
 
 
 def _run(coroutine: Any) -> Any:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import openai
 
 from gamut_hf.backends.base import BackendError, ChatRequest, Completion, Constraint
 from gamut_hf.backends.batch import BatchAPI, BatchLimits, BatchState, BatchStatus, UnknownBatch
-
-if TYPE_CHECKING:
-    from gamut_hf.backends.openai_backend import OpenAIBackend
+from gamut_hf.backends.openai_backend import OpenAIBackend, failure_text, image_part_for
 
 CHAT_COMPLETIONS = "/v1/chat/completions"
 TAG_FIELD = "gamut_submission"  # the batch's metadata field naming its submission (find)
@@ -51,16 +49,9 @@ class OpenAIBatch(BatchAPI):
         self.client = openai.OpenAI(
             api_key=backend.api_key, base_url=self.endpoint, timeout=backend.timeout, max_retries=backend.max_retries
         )
-        self._image: tuple[int, Any] | None = None  # the last image's encoding: a question's checks share it
 
     def line(self, custom_id: str, request: ChatRequest, constraint: Constraint) -> dict[str, Any]:
-        from gamut_hf.backends.openai_backend import image_part_for
-
-        image_part = None
-        if request.image is not None:
-            if self._image is None or self._image[0] != id(request.image):
-                self._image = (id(request.image), image_part_for(request.image))
-            image_part = self._image[1]
+        image_part = None if request.image is None else self.encoded_image(request.image, image_part_for)
         body = self.backend.request_body(request, constraint, image_part)
         return {"custom_id": custom_id, "method": "POST", "url": CHAT_COMPLETIONS, "body": body}
 
@@ -75,7 +66,7 @@ class OpenAIBatch(BatchAPI):
                 metadata={TAG_FIELD: tag},
             )
         except openai.OpenAIError as error:
-            raise BackendError(f"{self.endpoint}: the batch was not submitted: {_said(error)}") from None
+            raise BackendError(f"{self.endpoint}: the batch was not submitted: {self._said(error)}") from None
         return batch.id
 
     def find(self, tag: str) -> str | None:
@@ -87,7 +78,9 @@ class OpenAIBatch(BatchAPI):
                 if batch.created_at < since:  # newest first: older ones cannot be this submission's
                     break
         except openai.OpenAIError as error:
-            raise BackendError(f"{self.endpoint}: the account's batches cannot be listed: {_said(error)}") from None
+            raise BackendError(
+                f"{self.endpoint}: the account's batches cannot be listed: {self._said(error)}"
+            ) from None
         return None
 
     def status(self, batch_id: str) -> BatchStatus:
@@ -112,7 +105,7 @@ class OpenAIBatch(BatchAPI):
             try:
                 text = self.client.files.content(file_id).text
             except openai.OpenAIError as error:
-                raise BackendError(f"{self.endpoint}: batch {batch_id}'s file {file_id}: {_said(error)}") from None
+                raise BackendError(f"{self.endpoint}: batch {batch_id}'s file {file_id}: {self._said(error)}") from None
             for number, raw in enumerate(text.splitlines(), 1):
                 if not raw.strip():
                     continue
@@ -141,18 +134,13 @@ class OpenAIBatch(BatchAPI):
         except (ValueError, openai.OpenAIError) as error:
             return custom_id, Completion(text="", error=f"{self.endpoint}: batch: {' '.join(str(error).split())[:200]}")
 
+    def _said(self, error: Exception) -> str:
+        return failure_text(error, self.backend.timeout)
+
     def _retrieve(self, batch_id: str) -> Any:
         try:
             return self.client.batches.retrieve(batch_id)
         except openai.NotFoundError as error:
-            raise UnknownBatch(f"batch {batch_id} is unknown to {self.endpoint} ({_said(error)})") from None
+            raise UnknownBatch(f"batch {batch_id} is unknown to {self.endpoint} ({self._said(error)})") from None
         except openai.OpenAIError as error:
-            raise BackendError(f"{self.endpoint}: batch {batch_id}: {_said(error)}") from None
-
-
-def _said(error: openai.OpenAIError) -> str:
-    if isinstance(error, openai.APIStatusError):
-        body = error.body
-        message = body.get("message") if isinstance(body, dict) else body
-        return f"HTTP {error.status_code}: {message or error.message}"
-    return " ".join(str(error).split())[:200]
+            raise BackendError(f"{self.endpoint}: batch {batch_id}: {self._said(error)}") from None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gamut_hf.backends.base import Backend, ChatRequest, Completion, Constraint
 from gamut_hf.backends.batch import FINISHED_STATES, BatchAPI, UnknownBatch, within_limits
@@ -89,7 +89,7 @@ class StageBatches:
                     self.store.update_batch(batch.tag, state="abandoned", message="never created")
                     continue
                 self.store.update_batch(batch.tag, batch_id=found, state="running")
-                batch = StoredBatch(**{**batch.__dict__, "batch_id": found, "state": "running"})
+                batch = replace(batch, batch_id=found, state="running")
             try:
                 self.api.status(batch.batch_id or "")
             except UnknownBatch as error:
@@ -137,7 +137,7 @@ class StageBatches:
             # Should this fail, it stays "submitting": a rerun looks for it by its tag before sending again.
             batch_id = self.api.submit([line for _, line in chunk], tag)
             self.store.update_batch(tag, batch_id=batch_id, state="running")
-            self.waiting.append(StoredBatch(**{**batch.__dict__, "batch_id": batch_id, "state": "running"}))
+            self.waiting.append(replace(batch, batch_id=batch_id, state="running"))
             self.outcome.submitted += 1
             self.echo(
                 f"{self.stage}: batch {batch_id} sent ({len(chunk)} requests to {self.api.name}); "
@@ -196,3 +196,36 @@ class StageBatches:
             self.echo(
                 f"{self.stage}: {why} with {len(left)} requests unanswered after a second batch: a rerun asks again"
             )
+
+
+def answer_in_batches(
+    backend: Backend,
+    store: RunStore,
+    *,
+    stage: str,
+    model: str,
+    constraint: Constraint,
+    mode: BatchMode | None,
+    keys: Sequence[str],
+    request_for: Callable[[str], ChatRequest],
+    store_answers: StoreAnswers,
+    sync: Callable[[list[str]], None],
+    echo: Callable[[str], None],
+) -> set[str]:
+    """The keys of a stage answered through provider batches: those of its batches sent earlier,
+    waited on again (with ``--batch`` or without: nothing is paid twice), and with ``mode`` (--batch)
+    every key of ``keys``. The rest are the stage's to ask synchronously."""
+    if mode is None and not store.batches(stage, model, open_only=True):
+        return set()
+    batches = StageBatches(backend, store, stage=stage, model=model, constraint=constraint, mode=mode, echo=echo)
+    handled = batches.reattach()
+    new = [key for key in keys if key not in handled] if mode is not None else []
+    batches.send(new, request_for)
+    outcome = batches.wait(store_answers, request_for, sync)
+    if outcome.submitted or outcome.reattached:
+        echo(
+            f"{stage}: {outcome.submitted} batches sent, {outcome.reattached} sent earlier; "
+            f"{outcome.answered} requests answered in batches"
+            + (f", {outcome.unanswered} unanswered (rerun to ask again)" if outcome.unanswered else "")
+        )
+    return handled | set(new)

@@ -40,6 +40,7 @@ from gamut_hf.core.scorer import (
     top_verdict_share,
 )
 from gamut_hf.dataset.features import DETAILS_FEATURES
+from gamut_hf.evaluation.batches import answer_in_batches
 from gamut_hf.evaluation.config import ModelSpec, RunConfig, stored_config
 from gamut_hf.evaluation.judge import (
     GENERATE_PROMPT_VERSION,
@@ -170,9 +171,10 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
     try:
         with tqdm(total=len(keys) - len(done), desc="generate", unit="answer", dynamic_ncols=True) as bar:
             todo_keys = [k for k in keys if k not in done]
-            batched = in_batches(
-                config, backend, store, "generate", model, None, todo_keys, request_for, in_batch, asked_now, echo
-            )
+            batched = answer_in_batches(
+                backend, store, stage="generate", model=model, constraint=None, mode=config.batch, keys=todo_keys,
+                request_for=request_for, store_answers=in_batch, sync=asked_now, echo=echo,
+            )  # fmt: skip
             # Fixed batches over the whole list: a resumed run sees the batches an
             # uninterrupted one would (batched decoding is not invariant to batch makeup).
             for batch in _chunks(list(zip(questions, keys, strict=True)), size):
@@ -185,42 +187,6 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
     echo(report.line("answers"))
     _echo_unclosed(store.generations(keys).values(), echo)
     return report
-
-
-def in_batches(
-    config: RunConfig,
-    backend: Backend,
-    store: RunStore,
-    stage: str,
-    model: str,
-    constraint: Any,
-    keys: Sequence[str],
-    request_for: Callable[[str], ChatRequest],
-    store_answers: Callable[[dict[str, Completion], str | None, int], list[str]],
-    sync: Callable[[list[str]], None],
-    echo: Echo,
-) -> set[str]:
-    """The keys answered through provider batches (:mod:`gamut_hf.evaluation.batches`): those of
-    the stage's batches sent earlier, waited on again (with ``--batch`` or without: nothing is paid
-    twice), and with ``--batch`` every key of ``keys``. The rest are the stage's to ask synchronously."""
-    if config.batch is None and not store.batches(stage, model, open_only=True):
-        return set()
-    from gamut_hf.evaluation.batches import StageBatches
-
-    batches = StageBatches(
-        backend, store, stage=stage, model=model, constraint=constraint, mode=config.batch, echo=echo
-    )
-    handled = batches.reattach()
-    new = [key for key in keys if key not in handled] if config.batch is not None else []
-    batches.send(new, request_for)
-    outcome = batches.wait(store_answers, request_for, sync)
-    if outcome.submitted or outcome.reattached:
-        echo(
-            f"{stage}: {outcome.submitted} batches sent, {outcome.reattached} sent earlier; "
-            f"{outcome.answered} requests answered in batches"
-            + (f", {outcome.unanswered} unanswered (rerun to ask again)" if outcome.unanswered else "")
-        )
-    return handled | set(new)
 
 
 def _echo_unclosed(generations: Iterable[StoredGeneration], echo: Echo) -> None:
@@ -419,9 +385,9 @@ def judge(
     started = time.perf_counter()
     try:
         with tqdm(total=len(jobs), desc=stage, unit="check", dynamic_ncols=True) as bar:
-            batched = in_batches(
-                config, backend, store, stage, judge_name, constraint, list(by_key), request_for, in_batch, asked_now,
-                echo,
+            batched = answer_in_batches(
+                backend, store, stage=stage, model=judge_name, constraint=constraint, mode=config.batch,
+                keys=list(by_key), request_for=request_for, store_answers=in_batch, sync=asked_now, echo=echo,
             )  # fmt: skip
             for batch in _question_batches([job for job in jobs if job.key not in batched], size):
                 asked_now([job.key for job in batch])

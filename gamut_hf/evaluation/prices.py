@@ -177,7 +177,7 @@ def cost_line(costs: dict[str, StageCost], usage: dict[str, dict[str, int | floa
     if not costs:
         return None
     parts = [
-        f"{stage} ${cost.usd:,.4f} ({cost.price.per_million()}, {cost.price.source}{_batched(usage.get(stage), cost)})"
+        f"{stage} ${cost.usd:,.4f} ({cost.price.per_million()}, {cost.price.source}{_batch_note(usage.get(stage), cost)})"
         for stage, cost in costs.items()
     ]
     total = sum(cost.usd for cost in costs.values())
@@ -187,7 +187,7 @@ def cost_line(costs: dict[str, StageCost], usage: dict[str, dict[str, int | floa
     return f"cost ${total:,.4f}: " + " + ".join(parts) + rest
 
 
-def _batched(tokens: dict[str, int | float] | None, cost: StageCost) -> str:
+def _batch_note(tokens: dict[str, int | float] | None, cost: StageCost) -> str:
     calls = int((tokens or {}).get("batched_calls", 0))
     return f"; {calls} calls in provider batches at x{cost.price.batch:g}" if calls else ""
 

@@ -83,9 +83,7 @@ def parse_model_info(fields: dict) -> ModelInfo:
     try:
         return ModelInfo.model_validate(fields)
     except ValidationError as error:
-        raise SubmissionError(
-            [f"model {field_path(e['loc']) or 'card'}: {e['msg']}" for e in error.errors()]
-        ) from None
+        raise SubmissionError([f"model {field_path(e['loc']) or 'card'}: {e['msg']}" for e in error.errors()]) from None
 
 
 def parse_responses(

@@ -215,21 +215,9 @@ def test_batch_without_a_batch_api_or_its_settings_without_batch_are_one_line(ga
 def test_vllm_run_batch_answers_the_projects_request_file_and_its_output_is_stored(gamut, tmp_path, scripted_endpoint):
     """`vllm run-batch` on SmolLM2 reads the judge stage's request file (what the fake's upload
     holds) and its output file is read back into the store by the same code as OpenAI's."""
-    from vllm_support import CPU_GPU_MEMORY_UTILIZATION, SERVED_MODEL_NAME, on_cpu, require_vllm
+    from vllm_support import SERVED_MODEL_NAME, require_vllm, vllm_run_batch
 
     require_vllm()
-    from gamut_hf.backends.models import resolve_model
-
-    def vllm_run_batch(source, target):
-        command = [
-            sys.executable, "-m", "vllm.entrypoints.openai.run_batch", "-i", str(source), "-o", str(target),
-            "--model", str(resolve_model("smollm2-135m")), "--served-model-name", SERVED_MODEL_NAME,
-            "--max-model-len", "4096", "--enforce-eager",
-        ]  # fmt: skip
-        if on_cpu():
-            command += ["--gpu-memory-utilization", str(CPU_GPU_MEMORY_UTILIZATION)]
-        subprocess.run(command, check=True, capture_output=True, timeout=900)
-
     fake = FakeOpenAIBatches(scripted, runner=vllm_run_batch, folder=tmp_path)
     try:
         out = tmp_path / "run"
