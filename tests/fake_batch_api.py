@@ -9,7 +9,8 @@ A created batch takes the next entry of ``behaviours`` (then "complete"):
   fail      failed, no output
   expire    expired with the first half of its requests answered
 Output faults (OpenAI): ``reverse`` answers out of order, ``duplicate`` repeats the first line,
-``refuse`` picks the lines answered with an error line. ``upload_faults``: statuses the next uploads answer with.
+``refuse`` picks the lines answered with an error line,
+``garble`` those whose output line is cut short (unreadable JSON, no custom_id). ``upload_faults``: statuses the next uploads answer with.
 ``runner``: a function (input JSONL path, output JSONL path) that answers a batch instead of the
 responder (``vllm run-batch``).
 """
@@ -121,6 +122,7 @@ class FakeOpenAIBatches(FakeBatchServer):
         self.upload_faults: list[int] = []
         self.reverse = self.duplicate = False
         self.refuse: Callable[[dict], bool] = lambda line: False  # lines answered with an error
+        self.garble: Callable[[dict], bool] = lambda line: False  # output lines cut short
         self.sync_calls = 0
         self.runner = runner
         self.folder = folder
@@ -196,10 +198,15 @@ class FakeOpenAIBatches(FakeBatchServer):
         for name, rows in (("output_file_id", good), ("error_file_id", bad)):
             if rows:
                 file_id = f"file-{next(self.ids)}"
-                self.files[file_id] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+                self.files[file_id] = "".join(self._written(r, lines) + "\n" for r in rows).encode()
                 batch[name] = file_id
         batch["status"] = "expired" if behaviour == "expire" else "completed"
         batch["request_counts"] = {"total": len(lines), "completed": len(good), "failed": len(bad)}
+
+    def _written(self, output: dict, lines: list[dict]) -> str:
+        text = json.dumps(output)
+        asked = next(line for line in lines if line["custom_id"] == output["custom_id"])
+        return text[: len(text) // 3] if self.garble(asked) else text
 
     def _answers(self, batch: dict, lines: list[dict]) -> list[dict]:
         if self.runner is not None:  # a real engine answers the file

@@ -41,7 +41,7 @@ from gamut_hf.core.scorer import (
 )
 from gamut_hf.dataset.features import DETAILS_FEATURES
 from gamut_hf.evaluation.batches import answer_in_batches
-from gamut_hf.evaluation.config import ModelSpec, RunConfig, stored_config
+from gamut_hf.evaluation.config import ModelSpec, RunConfig, check_batch, stored_config
 from gamut_hf.evaluation.judge import (
     GENERATE_PROMPT_VERSION,
     JUDGE_PROMPT_VERSION,
@@ -767,6 +767,7 @@ def run(
     generation (its engine closed) with the judge that the judge stage then uses: the judge's
     audit (``gamut run --audit``), without a second load of the judge. ``prices``: the candidate's
     and the judge's given prices (``--model-price``, ``--judge-price``), kept for the run's cost."""
+    check_batch(config, stages)  # before a model loads or the folder is touched
     source = QuestionSource(config)
     with hold_run_folder(out), RunStore(out) as store:
         record_run(config, source, store, prices)

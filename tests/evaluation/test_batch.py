@@ -162,6 +162,27 @@ def test_answers_out_of_order_a_duplicated_line_an_error_line_and_an_upload_500(
     assert set(fake.submissions.values()) == {1}
 
 
+def test_an_unreadable_output_line_is_asked_once_more_and_every_other_request_once(gamut, tmp_path, openai_batches):
+    fake = openai_batches
+    garbled: list[str] = []
+
+    def garble(line):  # one check's output line is cut short, the first time only
+        if is_judging(line["body"]) and not garbled:
+            garbled.append(line["custom_id"])
+            return True
+        return False
+
+    fake.garble = garble
+    out = tmp_path / "run"
+    done = gamut(*run_args(out, fake.url, *BATCH))
+    assert done.code == 0, done.err
+    assert "1 requests unanswered: sent once more" in done.err
+    details = pq.read_table(out / "details.parquet").to_pylist()
+    assert len(details) == CHECKS_OF_TWO and all(d["verdict"] is not None for d in details)
+    assert fake.submissions[garbled[0]] == 2
+    assert {n for key, n in fake.submissions.items() if key != garbled[0]} == {1}
+
+
 def test_a_batch_the_provider_no_longer_knows_is_one_line_and_loses_nothing(gamut, tmp_path, openai_batches):
     fake = openai_batches
     out = tmp_path / "run"
@@ -209,6 +230,16 @@ def test_batch_without_a_batch_api_or_its_settings_without_batch_are_one_line(ga
     assert refused.code == 2, refused.err
     line = error_lines(refused.err)[-1]
     assert line.startswith("gamut: ") and (message or "--batch-fallback goes with --batch") in line, line
+    assert not out.exists()
+
+
+def test_the_python_api_refuses_batch_without_a_batch_api_before_touching_the_folder(tmp_path):
+    from gamut_hf.evaluation import BatchMode, RunConfig, run
+    from gamut_hf.files import InputError
+
+    out = tmp_path / "run"
+    with pytest.raises(InputError, match="--model smollm2-135m runs on the transformers backend, which has no batch"):
+        run(RunConfig(limit=1, batch=BatchMode()), out)
     assert not out.exists()
 
 
