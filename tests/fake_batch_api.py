@@ -10,7 +10,8 @@ A created batch takes the next entry of ``behaviours`` (then "complete"):
   expire    expired with the first half of its requests answered
 Output faults (OpenAI): ``reverse`` answers out of order, ``duplicate`` repeats the first line,
 ``refuse`` picks the lines answered with an error line,
-``garble`` those whose output line is cut short (unreadable JSON, no custom_id). ``upload_faults``: statuses the next uploads answer with.
+``garble`` those whose output line is cut short (unreadable JSON, no custom_id).
+``upload_faults``: statuses the next uploads answer with.
 ``runner``: a function (input JSONL path, output JSONL path) that answers a batch instead of the
 responder (``vllm run-batch``).
 """
