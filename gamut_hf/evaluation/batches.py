@@ -16,6 +16,9 @@ The rules, in the order they act:
   ``--judge-retries`` allows.
 * A stored batch the provider does not know is refused in one line before anything is sent
   (``--batch-forget-unknown`` gives it up and sends its requests again).
+* A batch's answers to requests this invocation does not ask (a rerun with a narrower selection
+  waited on the wider run's batch) are kept in the store, and stored as rows by the run that asks
+  them, which sends nothing for them.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class BatchOutcome:
     reattached: int = 0  # batches sent earlier and waited on now
     answered: int = 0  # requests answered (an error line included)
     unanswered: int = 0  # requests no batch answered, for a rerun
+    kept: int = 0  # answers to requests this invocation does not ask, kept for the run that does
 
 
 class StageBatches:
@@ -61,6 +65,7 @@ class StageBatches:
         model: str,
         constraint: Constraint,
         mode: BatchMode | None,
+        wanted: Sequence[str],
         echo: Callable[[str], None],
     ):
         api = backend.batch_api()
@@ -73,6 +78,7 @@ class StageBatches:
         self.model = model
         self.constraint = constraint
         self.mode = mode or BatchMode()
+        self.wanted = set(wanted)  # the keys this invocation asks
         self.echo = echo
         self.waiting: list[StoredBatch] = []
         self.outcome = BatchOutcome()
@@ -176,8 +182,12 @@ class StageBatches:
     ) -> None:
         answers = self.api.results(batch.batch_id or "", self.constraint)
         mine = {key: answers[key] for key in batch.custom_ids if key in answers}
-        again = store_answers(mine, batch.batch_id, batch.attempt)
-        left = [key for key in batch.custom_ids if key not in mine]
+        others = {key: answer for key, answer in mine.items() if key not in self.wanted}
+        if others:
+            self.store.keep_batch_answers(self.stage, self.model, batch.batch_id or "", batch.attempt, others)
+            self.outcome.kept += len(others)
+        again = store_answers({k: a for k, a in mine.items() if k not in others}, batch.batch_id, batch.attempt)
+        left = [key for key in batch.custom_ids if key not in mine and key in self.wanted]
         self.outcome.answered += len(mine)
         self.store.update_batch(batch.tag, state="collected" if state == "ended" else state, message=message)
         if again:
@@ -212,13 +222,25 @@ def answer_in_batches(
     sync: Callable[[list[str]], None],
     echo: Callable[[str], None],
 ) -> set[str]:
-    """The keys of a stage answered through provider batches: those of its batches sent earlier,
-    waited on again (with ``--batch`` or without: nothing is paid twice), and with ``mode`` (--batch)
-    every key of ``keys``. The rest are the stage's to ask synchronously."""
-    if mode is None and not store.batches(stage, model, open_only=True):
+    """The keys of a stage answered through provider batches: those an earlier batch answered for
+    another selection (kept in the store), those of its batches sent earlier, waited on again (with
+    ``--batch`` or without: nothing is paid twice), and with ``mode`` (--batch) every other key of
+    ``keys``. The rest are the stage's to ask synchronously."""
+    kept = store.kept_batch_answers(keys)
+    if mode is None and not kept and not store.batches(stage, model, open_only=True):
         return set()
-    batches = StageBatches(backend, store, stage=stage, model=model, constraint=constraint, mode=mode, echo=echo)
-    handled = batches.reattach()
+    batches = StageBatches(
+        backend, store, stage=stage, model=model, constraint=constraint, mode=mode, wanted=keys, echo=echo
+    )
+    handled = batches.reattach() | set(kept)  # first: an unknown batch is refused before anything is stored
+    if kept:
+        echo(f"{stage}: {len(kept)} answers stored from a batch collected earlier (for another selection)")
+        groups: dict[tuple[str, int], dict[str, Completion]] = {}
+        for key, answer in kept.items():
+            groups.setdefault((answer.batch_id, answer.attempt), {})[key] = answer.completion
+        for (batch_id, attempt), answers in groups.items():
+            batches.send(store_answers(answers, batch_id, attempt), request_for, attempt=attempt + 1)
+        store.drop_batch_answers(kept)
     new = [key for key in keys if key not in handled] if mode is not None else []
     batches.send(new, request_for)
     outcome = batches.wait(store_answers, request_for, sync)
@@ -227,5 +249,7 @@ def answer_in_batches(
             f"{stage}: {outcome.submitted} batches sent, {outcome.reattached} sent earlier; "
             f"{outcome.answered} requests answered in batches"
             + (f", {outcome.unanswered} unanswered (rerun to ask again)" if outcome.unanswered else "")
-        )
+            + (f"; {outcome.kept} answers to questions this run does not ask kept for the run that does"
+               if outcome.kept else "")
+        )  # fmt: skip
     return handled | set(new)

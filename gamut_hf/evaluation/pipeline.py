@@ -160,8 +160,7 @@ def generate(config: RunConfig, source: Questions, store: RunStore, echo: Echo =
         bar.update(len(completions))
 
     def in_batch(answers: dict[str, Completion], batch_id: str | None, attempt: int) -> list[str]:
-        known = {k: c for k, c in answers.items() if k in by_key}  # another selection's: not this run's
-        store_answers(known, batch_id)
+        store_answers(answers, batch_id)
         return []
 
     def asked_now(left: list[str]) -> None:
@@ -363,8 +362,6 @@ def judge(
         """A batch's verdicts stored; those that cannot be read yet, asked again while retries last."""
         rows, again, failed = [], [], 0
         for key, completion in answers.items():
-            if key not in by_key:  # another selection's: not this run's
-                continue
             report.add([completion])
             unreadable = completion.error is None and parse_verdict(completion.text).verdict is None
             if unreadable and attempt <= config.judge_retries:

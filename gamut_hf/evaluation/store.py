@@ -13,12 +13,13 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass, replace
+from dataclasses import asdict, astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from gamut_hf.backends.base import Completion
 from gamut_hf.core.rubric import VERDICTS
 from gamut_hf.errors import GamutError
 
@@ -77,6 +78,15 @@ CREATE TABLE IF NOT EXISTS batches (
     resubmission INTEGER NOT NULL,
     message TEXT,
     session TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS batch_answers (
+    key TEXT PRIMARY KEY,
+    stage TEXT NOT NULL,
+    model TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    completion TEXT NOT NULL,
+    session TEXT NOT NULL, created_at REAL NOT NULL
 );
 """
 
@@ -198,6 +208,17 @@ class StoredBatch:
     attempt: int  # the answer attempt of its requests (an unreadable verdict is asked again)
     resubmission: int  # 1: it asks again what an expired or failed batch left unanswered
     message: str | None = None
+
+
+@dataclass(frozen=True)
+class KeptAnswer:
+    """A batch's answer to a request no question of the invocation that collected it asked (a
+    rerun with a narrower selection waited on a batch of the wider one): it was paid for, so it
+    is kept until a run that asks it stores it as its row."""
+
+    batch_id: str
+    attempt: int
+    completion: Completion
 
 
 class StoreConflict(GamutError, ValueError):
@@ -492,6 +513,31 @@ class RunStore:
             )
             for tag, provider, endpoint, stage_, model_, batch_id, state, keys, attempt, again, message in rows
         ]
+
+    def keep_batch_answers(
+        self, stage: str, model: str, batch_id: str, attempt: int, answers: Mapping[str, Completion]
+    ) -> None:
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT OR IGNORE INTO batch_answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (key, stage, model, batch_id, attempt, json.dumps(asdict(c)), self.session, now)
+                    for key, c in answers.items()
+                ],
+            )
+
+    def kept_batch_answers(self, keys: Iterable[str]) -> dict[str, KeptAnswer]:
+        """The kept batch answers (:class:`KeptAnswer`) of ``keys`` (a key names its stage and model)."""
+        rows = self._where_key_in("SELECT key, batch_id, attempt, completion FROM batch_answers WHERE", keys)
+        return {key: KeptAnswer(batch, attempt, Completion(**json.loads(text))) for key, batch, attempt, text in rows}
+
+    def drop_batch_answers(self, keys: Iterable[str]) -> None:
+        """Forget kept batch answers once they are stored as rows."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("DELETE FROM batch_answers WHERE key = ?", [(k,) for k in keys])
 
     # -- usage and merging ----------------------------------------------------------------
 

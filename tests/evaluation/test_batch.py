@@ -76,21 +76,7 @@ def test_a_killed_batch_run_waits_on_its_batch_again_instead_of_sending_it_again
     fake, extra = provider
     out = tmp_path / "run"
     fake.held.set()  # the batch stays in progress while the client is killed
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gamut_hf", *run_args(out, fake.url, *BATCH, *extra)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not ((out / "store.sqlite").exists() and any(b[1] for b in _batches_or_none(out))):
-            assert process.poll() is None and time.monotonic() < deadline, "the batch was never stored"
-            time.sleep(0.1)
-        time.sleep(0.3)  # polling now
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    killed_while_waiting(out, run_args(out, fake.url, *BATCH, *extra), batches=1)
     assert [(stage, state) for stage, _, state in stored_batches(out)] == [("generate", "running")]
     fake.held.clear()
     again = gamut(*run_args(out, fake.url, *BATCH, *extra))
@@ -103,8 +89,49 @@ def test_a_killed_batch_run_waits_on_its_batch_again_instead_of_sending_it_again
 def _batches_or_none(out) -> list[tuple]:
     try:
         return stored_batches(out)
-    except sqlite3.Error:  # the store is being made
+    except sqlite3.Error:  # the store is not there yet, or being made
         return []
+
+
+def killed_while_waiting(out, args: list, batches: int) -> None:
+    """`gamut ARGS`, SIGKILLed once its store holds ``batches`` batches with a provider id (mid-poll)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gamut_hf", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len([b for b in _batches_or_none(out) if b[1]]) < batches:
+            assert process.poll() is None and time.monotonic() < deadline, "the batch was never stored"
+            time.sleep(0.1)
+        time.sleep(0.3)  # polling now
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_a_narrower_rerun_keeps_a_wider_batchs_other_answers_for_the_run_that_asks_them(
+    gamut, tmp_path, openai_batches, scripted_endpoint
+):
+    fake = openai_batches
+    out = tmp_path / "run"
+    fake.held.set()
+    killed_while_waiting(out, run_args(out, fake.url, *BATCH), batches=1)  # both questions' answers in flight
+    fake.held.clear()
+    narrower = gamut(*run_args(out, fake.url, *BATCH, "--limit", "1"))  # the last --limit given wins
+    assert narrower.code == 0, narrower.err
+    assert "1 answers to questions this run does not ask kept for the run that does" in narrower.err
+    assert len(pq.read_table(out / "responses.parquet")) == 1
+    wider = gamut(*run_args(out, fake.url, *BATCH))
+    assert wider.code == 0, wider.err
+    assert "generate: 1 answers stored from a batch collected earlier (for another selection)" in wider.err
+    assert len(fake.submissions) == 2 + CHECKS_OF_TWO and set(fake.submissions.values()) == {1}
+    sync = gamut(*run_args(tmp_path / "sync", scripted_endpoint.url))
+    assert sync.code == 0, sync.err
+    scores = [json.loads((tmp_path / name / "results.json").read_text())["score"] for name in ("sync", "run")]
+    assert scores[0]["gamut"] == scores[1]["gamut"]
 
 
 @pytest.fixture
@@ -190,18 +217,7 @@ def test_a_batch_the_provider_no_longer_knows_is_one_line_and_loses_nothing(gamu
     before = (out / "results.json").read_bytes()
     # A judge run of another judge is cut off with its batch in flight; the provider then forgets it.
     fake.held.set()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gamut_hf", *run_args(out, fake.url, *BATCH, "--judge", "lenient-judge")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while len([b for b in stored_batches(out) if b[1]]) < 3:
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    killed_while_waiting(out, run_args(out, fake.url, *BATCH, "--judge", "lenient-judge"), batches=3)
     lost = stored_batches(out)[-1][1]
     del fake.batches[lost]
     fake.held.clear()
