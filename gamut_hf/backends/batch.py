@@ -88,8 +88,9 @@ class BatchAPI(ABC):
         absent. A custom_id given twice keeps its first answer."""
 
 
-def encoded_size(line: dict[str, Any]) -> int:
-    return len(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+def encoded_line(line: dict[str, Any]) -> str:
+    """One line of a batch's JSONL file, as it is uploaded (and measured against the limits)."""
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 def within_limits(lines: Iterable[tuple[str, dict[str, Any]]], limits: BatchLimits) -> Iterator[list[tuple[str, dict]]]:
@@ -98,7 +99,7 @@ def within_limits(lines: Iterable[tuple[str, dict[str, Any]]], limits: BatchLimi
     batch: list[tuple[str, dict[str, Any]]] = []
     size = 0
     for custom_id, line in lines:
-        length = encoded_size(line)
+        length = len(encoded_line(line).encode())
         if length > limits.bytes:
             raise BackendError(
                 f"request {custom_id[:12]} is {length:,} bytes, more than a batch may hold ({limits.bytes:,}): "

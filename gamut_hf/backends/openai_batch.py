@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import openai
 
 from gamut_hf.backends.base import BackendError, ChatRequest, Completion, Constraint
-from gamut_hf.backends.batch import BatchAPI, BatchLimits, BatchState, BatchStatus, UnknownBatch
+from gamut_hf.backends.batch import BatchAPI, BatchLimits, BatchState, BatchStatus, UnknownBatch, encoded_line
 from gamut_hf.backends.openai_backend import OpenAIBackend, failure_text, image_part_for
 
-CHAT_COMPLETIONS = "/v1/chat/completions"
+CHAT_COMPLETIONS: Final = "/v1/chat/completions"
 TAG_FIELD = "gamut_submission"  # the batch's metadata field naming its submission (find)
 # How far back a cut-off submission is looked for among the account's batches.
 FIND_WITHIN_SECONDS = 2 * 24 * 3600
@@ -56,12 +56,12 @@ class OpenAIBatch(BatchAPI):
         return {"custom_id": custom_id, "method": "POST", "url": CHAT_COMPLETIONS, "body": body}
 
     def submit(self, lines: Sequence[dict[str, Any]], tag: str) -> str:
-        data = "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
+        data = "".join(encoded_line(line) for line in lines)
         try:
             upload = self.client.files.create(file=("gamut-batch.jsonl", data.encode()), purpose="batch")
             batch = self.client.batches.create(
                 input_file_id=upload.id,
-                endpoint="/v1/chat/completions",
+                endpoint=CHAT_COMPLETIONS,
                 completion_window="24h",
                 metadata={TAG_FIELD: tag},
             )

@@ -58,7 +58,7 @@ class StageBatches:
 
     def __init__(
         self,
-        backend: Backend,
+        api: BatchAPI,
         store: RunStore,
         *,
         stage: str,
@@ -68,11 +68,7 @@ class StageBatches:
         wanted: Sequence[str],
         echo: Callable[[str], None],
     ):
-        api = backend.batch_api()
-        if api is None:
-            raise InputError(f"--batch: the {backend.name} backend has no batch API (the openai backend has)")
-        self.api: BatchAPI = api
-        self.backend = backend
+        self.api = api
         self.store = store
         self.stage = stage
         self.model = model
@@ -229,8 +225,11 @@ def answer_in_batches(
     kept = store.kept_batch_answers(keys)
     if mode is None and not kept and not store.batches(stage, model, open_only=True):
         return set()
+    api = backend.batch_api()
+    if api is None:
+        raise InputError(f"--batch: the {backend.name} backend has no batch API (the openai backend has)")
     batches = StageBatches(
-        backend, store, stage=stage, model=model, constraint=constraint, mode=mode, wanted=keys, echo=echo
+        api, store, stage=stage, model=model, constraint=constraint, mode=mode, wanted=keys, echo=echo
     )
     handled = batches.reattach() | set(kept)  # first: an unknown batch is refused before anything is stored
     if kept:

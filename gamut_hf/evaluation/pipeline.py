@@ -504,25 +504,27 @@ def _verdict_row(job: JudgeJob, completion: Completion, attempts: int) -> dict[s
 # -- stage 3: score --------------------------------------------------------------------------
 
 
-def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
-    prompt = sum(r.prompt_tokens or 0 for r in rows)
-    cached = sum(getattr(r, "cached_tokens", 0) or 0 for r in rows)
-    usage = {
+def _tokens(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, int]:
+    """The calls and tokens of ``rows``."""
+    return {
         "calls": len(rows),
-        "prompt_tokens": prompt,
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in rows),
         "completion_tokens": sum(r.completion_tokens or 0 for r in rows),
+        "cached_tokens": sum(getattr(r, "cached_tokens", 0) or 0 for r in rows),
+    }
+
+
+def _usage(rows: Sequence[StoredGeneration | StoredVerdict]) -> dict[str, float]:
+    tokens = _tokens(rows)
+    prompt, cached = tokens["prompt_tokens"], tokens["cached_tokens"]
+    usage: dict[str, float] = {
+        **tokens,
         "seconds": round(sum(r.seconds or 0.0 for r in rows), 3),
-        "cached_tokens": cached,
         "cached_share": round(cached / prompt, 4) if prompt else 0.0,
     }
     batched = [r for r in rows if r.batch_id is not None]
     if batched:  # answered in provider batches: priced at the batch rate
-        usage.update(
-            batched_calls=len(batched),
-            batched_prompt_tokens=sum(r.prompt_tokens or 0 for r in batched),
-            batched_completion_tokens=sum(r.completion_tokens or 0 for r in batched),
-            batched_cached_tokens=sum(getattr(r, "cached_tokens", 0) or 0 for r in batched),
-        )
+        usage.update({f"batched_{name}": value for name, value in _tokens(batched).items()})
     return usage
 
 
